@@ -1,0 +1,25 @@
+# Two commands that work on a fresh clone: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
+TORCH := torch==2.13.0
+
+.PHONY: demo test bench-burgers clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/opformer quickstart --out runs/quickstart
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf runs .pytest_cache

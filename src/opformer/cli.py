@@ -1,0 +1,184 @@
+"""The ``opformer`` command. Every sub-command calls the same functions as the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from opformer import __version__
+from opformer.errors import ConfigError, OpformerError
+
+EXAMPLES = {
+    "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5",
+    "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
+             "  opformer train --resume runs/gt",
+    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolution 512,2048,8192 --json gt.json",
+    "plot": "opformer plot runs/gt --data data/burgers.h5",
+    "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
+    "quickstart": "opformer quickstart --out runs/quickstart",
+}
+
+
+def _parse_resolutions(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--resolution {text!r}: expected comma-separated integers, e.g. 512,2048") from None
+    if not values or min(values) < 2:
+        raise ConfigError(f"--resolution {text!r}: expected grid sizes of at least 2 points")
+    return values
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", disable=None)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from opformer.data.generate import generate_burgers_file
+
+    with _progress_bar(args.samples, f"burgers n={args.resolution}") as bar:
+        path = generate_burgers_file(args.out, args.samples, resolution=args.resolution,
+                                     viscosity=args.viscosity, seed=args.seed, progress=bar.update)
+    print(f"wrote {args.samples} samples to {path}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from opformer.config import load_config
+    from opformer.train.trainer import load_run_config, train
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        config = load_run_config(run_dir)
+        if args.config or args.set:
+            raise ConfigError("--resume continues a run with its stored config; give no CONFIG or --set")
+    else:
+        if not args.config or not args.out:
+            raise ConfigError("train needs CONFIG and --out RUN (or --resume RUN)")
+        run_dir = Path(args.out)
+        if (run_dir / "config.yaml").exists():
+            raise ConfigError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+        config = load_config(args.config, args.set)
+    summary = train(config, run_dir, resume=bool(args.resume))
+    print(f"best validation relative L2 {summary['best_val_relative_l2']:.4e} at epoch {summary['best_epoch']} "
+          f"({summary['parameters']:,} parameters); run in {run_dir}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from opformer.eval.evaluate import evaluate_run, format_table
+    from opformer.train.trainer import write_atomic
+
+    rows = evaluate_run(args.run, args.data, _parse_resolutions(args.resolution), split=args.split,
+                        device=args.device)
+    print(format_table(rows, f"{args.run} on {args.data} ({args.split} split)"))
+    if args.json:
+        write_atomic(Path(args.json), json.dumps({"run": str(args.run), "data": str(args.data),
+                                                 "split": args.split, "results": rows}, indent=2) + "\n")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from opformer.eval.report import plot_run
+
+    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from opformer.eval.report import predict_file
+
+    path = predict_file(args.run, args.input, args.output, batch_size=args.batch_size, device=args.device)
+    print(f"wrote predictions to {path}")
+    return 0
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from opformer.quickstart import quickstart
+
+    quickstart(args.out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``opformer`` command."""
+    parser = argparse.ArgumentParser(
+        prog="opformer", description="Transformer neural operators: generate PDE data, train, evaluate, plot.",
+        epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"opformer {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, epilog="example:\n  " + EXAMPLES[name],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = add("generate", "Generate a data set with a built-in numerical solver.")
+    p.add_argument("pde", choices=["burgers"], help="which PDE")
+    p.add_argument("--samples", type=int, required=True, help="number of samples")
+    p.add_argument("--resolution", type=int, default=8192, help="stored grid points (default 8192)")
+    p.add_argument("--out", required=True, help="HDF5 file to write")
+    p.add_argument("--viscosity", type=float, default=0.1 / (2 * 3.141592653589793),
+                   help="Burgers viscosity (default 0.1/(2 pi))")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
+    p.set_defaults(func=cmd_generate)
+
+    p = add("train", "Train a model from a YAML config into a run directory (or resume one).")
+    p.add_argument("config", nargs="?", help="YAML run config")
+    p.add_argument("--out", help="run directory to create")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. train.epochs=10 (repeatable)")
+    p.add_argument("--resume", metavar="RUN", help="continue the run in RUN from its last checkpoint")
+    p.set_defaults(func=cmd_train)
+
+    p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--data", required=True, help="HDF5 data file")
+    p.add_argument("--resolution", required=True, help="comma-separated grid sizes, e.g. 512,2048,8192")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="samples to use (run's splits; 'all' for a separate file); default test")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = add("plot", "Loss curves and predicted vs true solutions as PNG files.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--data", help="data file for the prediction plot (default: the run's training data)")
+    p.add_argument("--out", help="output folder (default: the run directory)")
+    p.add_argument("--samples", type=int, default=4, help="test samples to plot")
+    p.set_defaults(func=cmd_plot)
+
+    p = add("predict", "Apply a trained surrogate to every input of a data file.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--input", required=True, help="HDF5 data file with inputs")
+    p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_predict)
+
+    p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot.")
+    p.add_argument("--out", default="runs/quickstart", help="folder for data, run and plots")
+    p.set_defaults(func=cmd_quickstart)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; user errors print one line to stderr and exit 2, without a traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except OpformerError as exc:
+        print(f"opformer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"opformer {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Typed, validated run configurations.
+
+A run config is a YAML mapping with the sections below; unknown keys are errors that name the valid ones,
+and every value is type-checked. ``model`` is a free mapping validated by :func:`opformer.build_model`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from opformer.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Which data file, which grid, which samples, which normalisation."""
+
+    path: str = ""
+    resolution: int | None = None  # training grid points per axis; None = as stored
+    n_train: int = 1024
+    n_val: int = 100
+    n_test: int = 100
+    normalize_input: Literal["none", "pointwise", "channel"] = "none"
+    normalize_target: Literal["none", "pointwise", "channel"] = "none"
+
+
+@dataclass
+class LossConfig:
+    """Training loss: per-sample relative L2, optionally with the paper's H1 regulariser."""
+
+    name: Literal["relative_l2", "h1_relative"] = "relative_l2"
+    gamma: float = 0.1
+
+
+@dataclass
+class OptimConfig:
+    """Optimiser."""
+
+    name: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+
+
+@dataclass
+class ScheduleConfig:
+    """Learning-rate schedule, stepped once per batch."""
+
+    name: Literal["onecycle", "constant"] = "onecycle"
+    div_factor: float = 1e4
+    final_div_factor: float = 1e4
+    pct_start: float = 0.2
+    anneal: Literal["cos", "linear"] = "cos"
+    cycle_momentum: bool = False  # OneCycle's beta1 cycling (0.85-0.95); off unless asked for
+
+
+@dataclass
+class TrainConfig:
+    """The training loop."""
+
+    epochs: int = 100
+    batch_size: int = 8
+    eval_batch_size: int = 32
+    grad_clip: float | None = 1.0
+    device: str = "auto"
+    num_threads: int | None = None
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a training run."""
+
+    model: dict[str, Any] = field(default_factory=dict)
+    data: DataConfig = field(default_factory=DataConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 1127802
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(typing.get_origin(tp) or tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it (ints are accepted for floats)."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _from_mapping(tp, value, where)
+    if origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+    elif isinstance(tp, types.UnionType) or origin is typing.Union:
+        for option in typing.get_args(tp):
+            try:
+                return _coerce(value, option, where)
+            except ConfigError:
+                continue
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, (list, tuple)):
+            return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        if isinstance(value, dict):
+            return dict(value)
+    elif isinstance(value, tp):
+        return value
+    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+
+
+def _from_mapping(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        raise ConfigError(f"{where + '.' if where else ''}{unknown[0]}: unknown key; valid keys: {', '.join(names)}")
+    values = {k: _coerce(v, hints[k], f"{where + '.' if where else ''}{k}") for k, v in data.items()}
+    return cls(**values)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Validate a plain mapping into a :class:`RunConfig`."""
+    return _from_mapping(RunConfig, data, "")
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """The plain-mapping form of a config (what is written to ``config.yaml``)."""
+    return dataclasses.asdict(config)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a plain config mapping."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. train.epochs=10")
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: '{part}' is not a section")
+        node[parts[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config (``yaml.safe_load``), apply overrides and validate it."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}") from None
+    data = apply_overrides(data or {}, overrides or [])
+    try:
+        return config_from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

@@ -1,0 +1,82 @@
+"""Operator-learning data sets: train/validation/test splits of a stored file on a chosen grid."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from opformer.data.grids import stride_for
+from opformer.data.store import DatasetInfo, read_arrays, read_info
+from opformer.errors import DataError
+from opformer.train.losses import central_difference
+
+SPLITS = ("train", "val", "test", "all")
+
+
+@dataclass
+class OperatorSplit:
+    """Input/target pairs of one split on one grid, channel-last.
+
+    ``target_grad`` is the derivative of the target taken on the stored (finest) grid, then sub-sampled:
+    the H1 regulariser compares the model's discrete derivative against it.
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    target_grad: torch.Tensor
+    info: DatasetInfo
+    resolution: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, ...]]:
+        """Mini-batches ``(x, y, dy)``; shuffled when a generator is given, in order otherwise."""
+        n = len(self)
+        order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+        for start in range(0, n, batch_size):
+            idx = order[start:start + batch_size]
+            yield self.inputs[idx], self.targets[idx], self.target_grad[idx]
+
+
+def split_range(split: str, n_train: int, n_val: int, n_test: int, n_samples: int, path: os.PathLike) -> slice:
+    """The contiguous sample range of a split: train first, then validation, then test."""
+    if split not in SPLITS:
+        raise DataError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
+    need = n_train + n_val + n_test
+    if split != "all" and need > n_samples:
+        raise DataError(f"{path}: holds {n_samples} samples but the splits need {need} "
+                        f"(n_train {n_train} + n_val {n_val} + n_test {n_test})")
+    bounds = {"train": (0, n_train), "val": (n_train, n_train + n_val),
+              "test": (n_train + n_val, need), "all": (0, n_samples)}
+    start, stop = bounds[split]
+    return slice(start, stop)
+
+
+def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
+               resolution: int | None = None) -> OperatorSplit:
+    """Load one split of an operator data set, sub-sampled to ``resolution`` points per axis."""
+    info = read_info(path)
+    samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
+    periodic = tuple(bool(p) for p in info.domain["periodic"])
+    lengths = tuple(float(v) for v in info.domain["lengths"])
+    strides = [stride_for(n, resolution or n, p, str(info.path)) for n, p in zip(info.spatial_shape, periodic)]
+    if len(set(strides)) != 1:
+        raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of "
+                        f"{info.spatial_shape}")
+    x, y = read_arrays(info.path, samples)
+    targets = torch.from_numpy(np.ascontiguousarray(y))
+    grad = central_difference(targets, lengths, periodic)
+    index = (slice(None),) + tuple(slice(None, None, s) for s in strides)
+    inputs = torch.from_numpy(np.ascontiguousarray(x))[index].contiguous()
+    return OperatorSplit(
+        inputs=inputs,
+        targets=targets[index].contiguous(),
+        target_grad=grad[index].contiguous(),
+        info=info,
+        resolution=tuple(inputs.shape[1:-1]),
+    )

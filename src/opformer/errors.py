@@ -1,0 +1,21 @@
+"""Exceptions that the CLI turns into one-line messages (no traceback)."""
+
+
+class OpformerError(Exception):
+    """Base class of every error opformer reports to a user."""
+
+
+class ConfigError(OpformerError):
+    """A config, key, value or command-line argument is invalid."""
+
+
+class DataError(OpformerError):
+    """A data file is missing, corrupt or does not match what was expected."""
+
+
+class CheckpointError(OpformerError):
+    """A checkpoint or run directory is missing, corrupt or of another model."""
+
+
+class TrainingDiverged(OpformerError):
+    """The loss became NaN or Inf."""

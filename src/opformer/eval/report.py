@@ -1,0 +1,66 @@
+"""Run-level outputs: plots of a run and predictions for a data file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from opformer.data.datasets import load_split
+from opformer.data.store import write_operator_dataset
+from opformer.errors import ConfigError
+from opformer.eval.evaluate import check_compatible, predict, resolve_device, run_checkpoint
+from opformer.eval.plots import plot_losses, plot_predictions_1d
+from opformer.train.checkpoint import load_surrogate
+
+
+def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
+             out_dir: str | os.PathLike | None = None, samples: int = 4) -> list[Path]:
+    """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution)."""
+    run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = run_checkpoint(run_dir)
+    surrogate, payload = load_surrogate(checkpoint)
+    cfg = payload["run_config"]["data"]
+    written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
+    data = load_split(data_path or cfg["path"], "test", n_train=cfg["n_train"], n_val=cfg["n_val"],
+                      n_test=min(samples, cfg["n_test"]), resolution=cfg["resolution"])
+    check_compatible(surrogate, data.info, str(checkpoint))
+    if data.info.ndim != 1:
+        raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
+    preds = predict(surrogate, data.inputs, len(data), torch.device("cpu"))
+    written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
+                                       out / "predictions.png", title=f"{run_dir.name}: test samples, "
+                                       f"n = {data.resolution[0]}"))
+    return written
+
+
+def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
+                 batch_size: int = 32, device: str = "auto") -> Path:
+    """Apply a run's best surrogate to every input of a data file, at that file's resolution.
+
+    The predictions are written (atomically) in the same format, as the file's ``target``.
+    """
+    if Path(output_path).resolve() == Path(input_path).resolve():
+        raise ConfigError(f"--output {output_path}: would overwrite the input file")
+    checkpoint = run_checkpoint(run_dir)
+    surrogate, _ = load_surrogate(checkpoint)
+    data = load_split(input_path, "all", n_train=0, n_val=0, n_test=0)
+    check_compatible(surrogate, data.info, str(checkpoint))
+    dev = resolve_device(device)
+    surrogate.to(dev)
+    from tqdm.auto import tqdm
+
+    chunks = []
+    with tqdm(total=len(data), desc="predict", unit="sample", disable=None) as bar:
+        for start in range(0, len(data), batch_size):
+            chunks.append(predict(surrogate, data.inputs[start:start + batch_size], batch_size, dev))
+            bar.update(chunks[-1].shape[0])
+    info = data.info
+    solver = {"name": "opformer surrogate", "checkpoint": str(checkpoint), "model": surrogate.spec["model"]}
+    return write_operator_dataset(output_path, data.inputs.numpy(), torch.cat(chunks).numpy(), pde=info.pde,
+                                  solver=solver, domain=info.domain, seed=info.seed,
+                                  input_channels=info.input_channels, target_channels=info.target_channels,
+                                  extra={"prediction_of": str(info.path)})

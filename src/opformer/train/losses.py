@@ -1,0 +1,72 @@
+"""Losses and the relative L2 metric of the Galerkin Transformer paper (its eq. (2) and appendix C)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``||pred - target|| / ||target||`` over grid and channels, one value per sample.
+
+    The mesh weight ``h`` of the discrete norm cancels in the ratio.
+    """
+    diff = (pred - target).flatten(1).pow(2).sum(dim=1)
+    norm = target.flatten(1).pow(2).sum(dim=1)
+    return torch.sqrt(diff / norm)
+
+
+def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-sample relative L2 error averaged over the batch (the paper's metric)."""
+    return relative_l2_per_sample(pred, target).mean()
+
+
+def central_difference(u: torch.Tensor, lengths: Sequence[float], periodic: Sequence[bool]) -> torch.Tensor:
+    """Second-order central differences of ``u`` ``(batch, *spatial, channels)`` along each spatial axis.
+
+    Returns ``(batch, *spatial, channels * ndim)`` (axis-major: all channels of d/dx_1, then d/dx_2, ...).
+    Periodic axes wrap around; closed axes (points at both ends) use second-order one-sided differences at
+    the two ends.
+    """
+    grads = []
+    for axis, (length, wrap) in enumerate(zip(lengths, periodic)):
+        dim = axis + 1
+        n = u.shape[dim]
+        h = length / n if wrap else length / (n - 1)
+        if wrap:
+            grads.append((u.roll(-1, dim) - u.roll(1, dim)) / (2 * h))
+            continue
+        inner = (u.narrow(dim, 2, n - 2) - u.narrow(dim, 0, n - 2)) / (2 * h)
+        u0, u1, u2 = (u.narrow(dim, i, 1) for i in range(3))
+        v0, v1, v2 = (u.narrow(dim, n - 1 - i, 1) for i in range(3))
+        first = (-3 * u0 + 4 * u1 - u2) / (2 * h)
+        last = (3 * v0 - 4 * v1 + v2) / (2 * h)
+        grads.append(torch.cat([first, inner, last], dim=dim))
+    return torch.cat(grads, dim=-1)
+
+
+class H1RelativeLoss(nn.Module):
+    """Relative L2 plus the paper's H1-seminorm regulariser, averaged over the batch (1D form).
+
+    ``loss_i = sqrt(sum (u_hat - u)^2 / sum u^2) + sqrt(gamma * h * sum (u' - D_h u_hat)^2 / sum u'^2)``
+    with ``D_h`` the central difference on the training grid of mesh size ``h`` and ``u'`` the derivative
+    of the target taken on the finest grid (passed in as ``target_grad``).
+    """
+
+    def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[bool]) -> None:
+        super().__init__()
+        self.gamma = gamma
+        self.lengths = tuple(lengths)
+        self.periodic = tuple(periodic)
+
+    def forward(self, pred: torch.Tensor, target: torch.Tensor, target_grad: torch.Tensor) -> torch.Tensor:
+        """Loss of a batch; ``target_grad`` has the layout of :func:`central_difference`'s output."""
+        n = pred.shape[1]
+        h = self.lengths[0] / (n if self.periodic[0] else n - 1)
+        pred_grad = central_difference(pred, self.lengths, self.periodic)
+        misfit = (target_grad - pred_grad).flatten(1).pow(2).sum(dim=1)
+        scale = target_grad.flatten(1).pow(2).sum(dim=1)
+        regulariser = torch.sqrt(self.gamma * h * misfit / scale)
+        return (relative_l2_per_sample(pred, target) + regulariser).mean()

@@ -1,0 +1,224 @@
+"""The one training loop for every model: epochs of mini-batches, validation-based model selection,
+atomic checkpoints every epoch and exact resumption."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from tqdm.auto import tqdm
+
+from opformer.config import RunConfig, config_from_dict, config_to_dict
+from opformer.data.datasets import load_split
+from opformer.data.store import atomic_path
+from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
+from opformer.eval.evaluate import resolve_device, split_errors
+from opformer.models.surrogate import Surrogate
+from opformer.train.checkpoint import load_checkpoint, save_checkpoint
+from opformer.train.losses import H1RelativeLoss, relative_l2
+from opformer.train.optim import build_optimizer, build_scheduler
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a small text file via a temporary name and a rename."""
+    tmp = atomic_path(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def metrics_csv(history: list[dict[str, float]]) -> str:
+    """The per-epoch metrics as CSV text."""
+    out = io.StringIO()
+    if history:
+        writer = csv.DictWriter(out, fieldnames=list(history[0]))
+        writer.writeheader()
+        writer.writerows(history)
+    return out.getvalue()
+
+
+class Trainer:
+    """Trains the surrogate described by a :class:`RunConfig` into a run directory.
+
+    The run directory holds ``config.yaml`` (resolved), ``metrics.csv``, ``best.pt`` (lowest validation
+    error; the test split is never looked at during training), ``last.pt`` (for ``--resume``) and
+    ``summary.json``. Each epoch reseeds the RNG from ``seed + epoch``, so a resumed run reproduces an
+    uninterrupted one exactly.
+    """
+
+    def __init__(self, config: RunConfig, run_dir: str | os.PathLike) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir)
+        if config.train.num_threads:
+            torch.set_num_threads(config.train.num_threads)
+        self.device = resolve_device(config.train.device)
+        data = config.data
+        if not data.path:
+            raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
+        sizes = dict(n_train=data.n_train, n_val=data.n_val, n_test=data.n_test)
+        self.train_data = load_split(data.path, "train", resolution=data.resolution, **sizes)
+        self.val_data = load_split(data.path, "val", resolution=data.resolution, **sizes)
+        info = self.train_data.info
+        spec = {
+            "model": dict(config.model),
+            "normalize_input": data.normalize_input,
+            "normalize_target": data.normalize_target,
+            "data": {"stored_shape": list(info.spatial_shape), "periodic": list(info.domain["periodic"]),
+                     "lengths": list(info.domain["lengths"]), "input_channels": info.input_channels,
+                     "target_channels": info.target_channels},
+        }
+        torch.manual_seed(config.seed)  # the initial weights depend on the seed only
+        self.surrogate = Surrogate(spec)
+        spec["model"] = self.surrogate.model.config  # defaults filled in
+        self._check_channels(info.input_channels, info.target_channels)
+        self._fit_normalizers()
+        self.surrogate.to(self.device)
+        if config.loss.name == "h1_relative":
+            self.loss = H1RelativeLoss(config.loss.gamma, info.domain["lengths"], info.domain["periodic"])
+        else:
+            self.loss = lambda pred, target, _grad: relative_l2(pred, target)
+        self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
+        steps_per_epoch = math.ceil(len(self.train_data) / config.train.batch_size)
+        self.scheduler = build_scheduler(self.optimizer, config.schedule, config.train.epochs * steps_per_epoch)
+        self.history: list[dict[str, float]] = []
+        self.best_val = math.inf
+        self.start_epoch = 0
+
+    def _check_channels(self, inputs: list[str], targets: list[str]) -> None:
+        model_cfg = self.surrogate.model.config
+        for key, names in (("in_channels", inputs), ("out_channels", targets)):
+            if key in model_cfg and model_cfg[key] != len(names):
+                raise ConfigError(f"model.{key}: is {model_cfg[key]} but {self.config.data.path} has "
+                                  f"{len(names)} ({', '.join(names)})")
+
+    def _fit_normalizers(self) -> None:
+        data = self.config.data
+        if "pointwise" in (data.normalize_input, data.normalize_target):
+            stored = load_split(data.path, "train", n_train=data.n_train, n_val=data.n_val, n_test=data.n_test)
+        else:
+            stored = self.train_data
+        self.surrogate.input_normalizer.fit(stored.inputs)
+        self.surrogate.target_normalizer.fit(stored.targets)
+
+    def resume(self) -> None:
+        """Continue from ``last.pt`` of the run directory (a fresh start if no epoch was finished)."""
+        path = self.run_dir / "last.pt"
+        if not path.is_file():
+            return
+        payload = load_checkpoint(path)
+        if payload["spec"] != self.surrogate.spec:
+            raise CheckpointError(f"{path}: was written for another model or data set than {self.run_dir}/config.yaml")
+        self.surrogate.load_state_dict(payload["state_dict"])
+        self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
+        self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
+        self.history = payload["history"]
+        self.best_val = payload["best_val"]
+        self.start_epoch = payload["epoch"] + 1
+
+    def _save(self, name: str, epoch: int, with_state: bool) -> None:
+        state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+                 if with_state else None)
+        save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
+                        history=self.history, best_val=self.best_val, training_state=state)
+
+    def _train_epoch(self, epoch: int) -> float:
+        seed = self.config.seed + epoch
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        self.surrogate.train()
+        total, count = 0.0, 0
+        for step, (x, y, dy) in enumerate(self.train_data.batches(self.config.train.batch_size, generator)):
+            x, y, dy = x.to(self.device), y.to(self.device), dy.to(self.device)
+            loss = self.loss(self.surrogate(x), y, dy)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
+                    f"(last good checkpoint: {self.run_dir / 'last.pt'}); try a lower optim.lr or train.grad_clip")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.config.train.grad_clip:
+                torch.nn.utils.clip_grad_norm_(self.surrogate.parameters(), self.config.train.grad_clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            total += loss.item() * x.shape[0]
+            count += x.shape[0]
+        return total / count
+
+    def fit(self) -> dict[str, Any]:
+        """Train for the configured epochs (from :attr:`start_epoch`); return the run summary."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(self.config), sort_keys=False))
+        writer = _tensorboard(self.run_dir)
+        epochs = self.config.train.epochs
+        bar = tqdm(range(self.start_epoch, epochs), initial=self.start_epoch, total=epochs, desc="train",
+                   unit="epoch", disable=None)
+        for epoch in bar:
+            start = time.perf_counter()
+            train_loss = self._train_epoch(epoch)
+            seconds = time.perf_counter() - start
+            val = float(split_errors(self.surrogate, self.val_data, self.config.train.eval_batch_size,
+                                     self.device).mean())
+            record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
+                      "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
+            self.history.append(record)
+            if val < self.best_val:
+                self.best_val = val
+                self._save("best.pt", epoch, with_state=False)
+            self._save("last.pt", epoch, with_state=True)
+            write_atomic(self.run_dir / "metrics.csv", metrics_csv(self.history))
+            bar.set_postfix(loss=f"{train_loss:.3e}", val=f"{val:.3e}")
+            if writer is not None:
+                for key in ("train_loss", "val_relative_l2", "lr"):
+                    writer.add_scalar(key, record[key], epoch + 1)
+        if writer is not None:
+            writer.close()
+        return self._summary()
+
+    def _summary(self) -> dict[str, Any]:
+        best = min(self.history, key=lambda r: r["val_relative_l2"]) if self.history else {}
+        steps = sum(math.ceil(len(self.train_data) / self.config.train.batch_size) for _ in self.history)
+        summary = {
+            "epochs": len(self.history),
+            "best_epoch": best.get("epoch"),
+            "best_val_relative_l2": best.get("val_relative_l2"),
+            "parameters": sum(p.numel() for p in self.surrogate.model.parameters()),
+            "seconds_per_step": sum(r["seconds"] for r in self.history) / steps if steps else None,
+        }
+        write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        return summary
+
+
+def _tensorboard(run_dir: Path) -> Any:
+    """A TensorBoard writer if the optional ``tensorboard`` package is installed, else ``None``."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(run_dir / "tensorboard"))
+
+
+def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
+    """The resolved config stored in a run directory."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir}: no config.yaml (not a run directory)")
+    return config_from_dict(yaml.safe_load(path.read_text()))
+
+
+def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> dict[str, Any]:
+    """Train (or resume) a run; returns its summary."""
+    trainer = Trainer(config, run_dir)
+    if resume:
+        trainer.resume()
+    return trainer.fit()
+

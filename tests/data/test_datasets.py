@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+import torch
+
+from opformer.data.datasets import load_split
+from opformer.data.grids import stride_for
+from opformer.data.normalize import UnitGaussianNormalizer
+from opformer.errors import DataError
+from opformer.train.losses import central_difference
+
+
+@pytest.mark.parametrize("stored, wanted, periodic, stride", [
+    (8192, 2048, True, 4), (8192, 512, True, 16), (8192, 8192, True, 1),
+    (421, 211, False, 2), (421, 141, False, 3), (421, 85, False, 5), (421, 61, False, 7), (421, 43, False, 10),
+])
+def test_strides_of_the_papers_grids(stored, wanted, periodic, stride):
+    assert stride_for(stored, wanted, periodic) == stride
+
+
+def test_a_resolution_that_does_not_divide_is_an_error():
+    with pytest.raises(DataError, match=r"resolution 500 is not a strided sub-sample of the stored 8192 points "
+                                         r"\(valid: 8192, 4096, 2048"):
+        stride_for(8192, 500, True)
+    with pytest.raises(DataError, match="valid: 421, 211, 141"):
+        stride_for(421, 200, False)
+
+
+def test_splits_are_disjoint_and_strided(toy_file):
+    sizes = dict(n_train=16, n_val=4, n_test=4)
+    train = load_split(toy_file, "train", resolution=16, **sizes)
+    test = load_split(toy_file, "test", resolution=16, **sizes)
+    full = load_split(toy_file, "all", n_train=0, n_val=0, n_test=0)
+    assert train.inputs.shape == (16, 16, 1) and test.inputs.shape == (4, 16, 1)
+    torch.testing.assert_close(train.inputs, full.inputs[:16, ::4])
+    torch.testing.assert_close(test.targets, full.targets[20:24, ::4])
+    # the target derivative is taken on the finest grid, then sub-sampled
+    fine_grad = central_difference(full.targets, [1.0], [True])
+    torch.testing.assert_close(test.target_grad, fine_grad[20:24, ::4])
+    with pytest.raises(DataError, match="holds 24 samples but the splits need 25"):
+        load_split(toy_file, "train", n_train=17, n_val=4, n_test=4)
+
+
+def test_batches_cover_every_sample_once(toy_file):
+    data = load_split(toy_file, "all", n_train=0, n_val=0, n_test=0)
+    seen = torch.cat([x for x, _, _ in data.batches(5, torch.Generator().manual_seed(0))])
+    assert sorted(seen[:, 0, 0].tolist()) == sorted(data.inputs[:, 0, 0].tolist())
+
+
+def test_pointwise_normaliser_round_trip_and_striding():
+    data = torch.randn(50, 16, 2) * torch.linspace(1, 3, 16)[None, :, None] + 5
+    norm = UnitGaussianNormalizer("pointwise", (16,), 2, (True,)).fit(data)
+    z = norm.encode(data)
+    torch.testing.assert_close(z.mean(0), torch.zeros(16, 2), atol=1e-5, rtol=0)
+    torch.testing.assert_close(norm.decode(z), data)
+    coarse = data[:, ::4]
+    torch.testing.assert_close(norm.encode(coarse), z[:, ::4])
+    with pytest.raises(DataError, match="resolution 5 is not a strided sub-sample"):
+        norm.encode(torch.zeros(1, 5, 2))
+
+
+def test_channel_normaliser_uses_one_statistic_per_channel():
+    data = torch.stack([torch.full((4, 8), 2.0), torch.arange(32.0).reshape(4, 8)], dim=-1)
+    norm = UnitGaussianNormalizer("channel", (8,), 2, (True,)).fit(data)
+    assert norm.mean.tolist() == pytest.approx([2.0, 15.5])
+    assert norm.encode(data)[..., 0].abs().max() == 0
+    np.testing.assert_allclose(norm.encode(data[:, ::2]).numpy(), norm.encode(data)[:, ::2].numpy())

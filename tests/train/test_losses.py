@@ -1,0 +1,56 @@
+import math
+
+import pytest
+import torch
+
+from opformer.train.losses import H1RelativeLoss, central_difference, relative_l2, relative_l2_per_sample
+
+
+def col(values):
+    return torch.tensor(values, dtype=torch.float64)[None, :, None]
+
+
+def test_relative_l2_by_hand():
+    pred = torch.cat([col([1, 2, 3, 4]), col([0, 0, 0, 0])])
+    target = torch.cat([col([1, 2, 3, 5]), col([3, 0, 0, 4])])
+    per_sample = relative_l2_per_sample(pred, target)
+    assert per_sample.tolist() == pytest.approx([math.sqrt(1 / 39), 1.0])
+    assert relative_l2(pred, target).item() == pytest.approx((math.sqrt(1 / 39) + 1) / 2)
+
+
+def test_central_difference_periodic_is_exact_on_a_fourier_mode():
+    n, k = 32, 3
+    x = torch.arange(n, dtype=torch.float64) / n
+    u = torch.sin(2 * math.pi * k * x)[None, :, None]
+    h = 1 / n
+    expected = math.sin(2 * math.pi * k * h) / h * torch.cos(2 * math.pi * k * x)
+    torch.testing.assert_close(central_difference(u, [1.0], [True])[0, :, 0], expected)
+
+
+def test_central_difference_closed_grid_is_exact_on_quadratics_in_2d():
+    n = 9
+    x = torch.linspace(0, 2, n, dtype=torch.float64)
+    X, Y = torch.meshgrid(x, x, indexing="ij")
+    u = (X ** 2 + 3 * X * Y - Y ** 2)[None, ..., None]
+    grad = central_difference(u, [2.0, 2.0], [False, False])
+    assert grad.shape == (1, n, n, 2)
+    torch.testing.assert_close(grad[0, ..., 0], 2 * X + 3 * Y)
+    torch.testing.assert_close(grad[0, ..., 1], 3 * X - 2 * Y)
+
+
+def test_h1_loss_by_hand():
+    # n = 4, h = 1/4: D_h pred = (p[i+1] - p[i-1]) / (2h) = [4, 0, -4, 0]
+    pred, target, target_grad = col([0, 1, 0, -1]), col([0, 1, 0, 0]), col([1, 1, 1, 1])
+    loss = H1RelativeLoss(0.1, [1.0], [True])(pred, target, target_grad)
+    # relative L2 = 1; regulariser = sqrt(gamma h * ((1-4)^2 + 1 + 25 + 1) / 4)
+    assert loss.item() == pytest.approx(1 + math.sqrt(0.1 * 0.25 * 36 / 4))
+
+
+def test_h1_loss_vanishes_for_the_exact_solution_only():
+    n = 16
+    x = torch.arange(n, dtype=torch.float64) / n
+    u = torch.sin(2 * math.pi * x)[None, :, None]
+    grad = central_difference(u, [1.0], [True])
+    loss = H1RelativeLoss(0.1, [1.0], [True])
+    assert loss(u, u, grad).item() == 0
+    assert loss(1.01 * u, u, grad).item() == pytest.approx(0.01 + math.sqrt(0.1 / n) * 0.01)

@@ -1,0 +1,96 @@
+import csv
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import yaml
+
+from opformer.config import config_from_dict
+from opformer.errors import CheckpointError, TrainingDiverged
+from opformer.eval.evaluate import evaluate_run
+from opformer.train.checkpoint import load_checkpoint, load_surrogate
+from opformer.train.trainer import Trainer, train
+
+
+def metrics(run):
+    with open(run / "metrics.csv") as f:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+
+
+def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_config):
+    run = tmp_path / "run"
+    summary = train(config_from_dict(tiny_config(toy_file, epochs=12)), run)
+    rows = metrics(run)
+    vals = [float(r["val_relative_l2"]) for r in rows]
+    assert len(rows) == 12 and vals[-1] < 0.5 * vals[0]
+    best = min(range(12), key=vals.__getitem__)
+    assert summary["best_epoch"] == best + 1
+    surrogate, payload = load_surrogate(run / "best.pt")
+    assert payload["epoch"] == best and payload["training_state"] == {}
+    # the stored best model reproduces its validation error
+    (row,) = evaluate_run(run, toy_file, [32], split="val")
+    assert row["relative_l2"] == pytest.approx(vals[best], rel=1e-5)
+    # the run directory holds the resolved config
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 12
+
+
+def test_killed_run_resumes_to_the_same_metrics(tmp_path, toy_file, tiny_config):
+    epochs = 6
+    reference = tmp_path / "reference"
+    train(config_from_dict(tiny_config(toy_file, epochs=epochs)), reference)
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(toy_file, epochs=epochs)))
+    run = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "opformer.cli", "train", str(config), "--out", str(run)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (run / "metrics.csv").exists() or len(metrics(run)) < 2:
+        assert proc.poll() is None and time.time() < deadline, "training ended before it could be killed"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = len(metrics(run))
+    assert 2 <= done < epochs
+    train(config_from_dict(tiny_config(toy_file, epochs=epochs)), run, resume=True)
+    assert metrics(run) == metrics(reference)
+    ref, res = load_checkpoint(reference / "last.pt"), load_checkpoint(run / "last.pt")
+    for key, value in ref["state_dict"].items():
+        torch.testing.assert_close(res["state_dict"][key], value, rtol=0, atol=0)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, toy_file, tiny_config):
+    run = tmp_path / "run"
+    train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
+    before = (run / "last.pt").read_bytes()
+    trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=3)), run)
+    trainer.loss = lambda pred, target, grad: (pred * float("nan")).mean()
+    with pytest.raises(TrainingDiverged, match=r"loss is nan at epoch 1, step 1; training stopped \(last good "):
+        trainer.fit()
+    assert (run / "last.pt").read_bytes() == before
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, toy_file, tiny_config):
+    run = tmp_path / "run"
+    train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
+    trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=1, d_model=8)), run)
+    with pytest.raises(CheckpointError, match="was written for another model"):
+        trainer.resume()
+
+
+class Exploit:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def test_checkpoints_never_unpickle_code(tmp_path):
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps({"format": "opformer-checkpoint", "x": Exploit()}))
+    with pytest.raises(CheckpointError, match=r"evil\.pt: not a readable checkpoint"):
+        load_checkpoint(path)
+    assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
