@@ -90,7 +90,7 @@ class Exploit:
 
 def test_checkpoints_never_unpickle_code(tmp_path):
     path = tmp_path / "evil.pt"
-    path.write_bytes(pickle.dumps({"format": "opformer-checkpoint", "x": Exploit()}))
+    path.write_bytes(pickle.dumps({"format": "opformer-checkpoint", "x": Exploit()}, protocol=2))
     with pytest.raises(CheckpointError, match=r"evil\.pt: not a readable checkpoint"):
         load_checkpoint(path)
     assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")

@@ -1,0 +1,120 @@
+"""Galerkin / Fourier Transformer operator learner for 1D problems (Cao 2021, Example 5.1)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from opformer.errors import ConfigError
+from opformer.nn.encoder import SimpleEncoderLayer
+from opformer.nn.positional import grid_coordinates
+from opformer.nn.regressors import SpectralRegressor
+
+
+class GalerkinTransformer1d(nn.Module):
+    """Feature extractor -> simple-attention encoder -> spectral regressor, on a 1D grid.
+
+    Input ``(batch, n, in_channels)``, output ``(batch, n, out_channels)``; the grid coordinates
+    (``length * i / n`` if periodic, else ``linspace(0, length, n)``) are built from ``n`` and
+    concatenated to every head of every encoder layer, so one set of weights runs at any ``n``.
+    The defaults are the paper's Burgers model (530,305 parameters). ``attention_type`` selects the
+    GT ("galerkin"), FT ("fourier"), ST ("softmax") or LT ("linear") variant.
+    """
+
+    name = "galerkin_transformer_1d"
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        out_channels: int = 1,
+        d_model: int = 96,
+        n_layers: int = 4,
+        n_head: int = 1,
+        dim_ff: int = 192,
+        attention_type: str = "galerkin",
+        norm_scheme: str = "galerkin",
+        activation: str = "relu",
+        dropout: float = 0.0,
+        ffn_dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        layer_norm_eps: float = 1e-5,
+        xavier_gain: float = 0.01,
+        diagonal_weight: float = 0.01,
+        decoder_width: int = 48,
+        decoder_modes: int = 16,
+        decoder_layers: int = 2,
+        decoder_head_width: int = 48,
+        decoder_activation: str = "silu",
+        length: float = 1.0,
+        periodic: bool = True,
+    ) -> None:
+        super().__init__()
+        if min(in_channels, out_channels, d_model, n_layers, dim_ff) < 1:
+            raise ConfigError("in_channels, out_channels, d_model, n_layers and dim_ff must be >= 1")
+        self.config = {
+            "name": self.name,
+            "in_channels": in_channels,
+            "out_channels": out_channels,
+            "d_model": d_model,
+            "n_layers": n_layers,
+            "n_head": n_head,
+            "dim_ff": dim_ff,
+            "attention_type": attention_type,
+            "norm_scheme": norm_scheme,
+            "activation": activation,
+            "dropout": dropout,
+            "ffn_dropout": ffn_dropout,
+            "attention_dropout": attention_dropout,
+            "layer_norm_eps": layer_norm_eps,
+            "xavier_gain": xavier_gain,
+            "diagonal_weight": diagonal_weight,
+            "decoder_width": decoder_width,
+            "decoder_modes": decoder_modes,
+            "decoder_layers": decoder_layers,
+            "decoder_head_width": decoder_head_width,
+            "decoder_activation": decoder_activation,
+            "length": length,
+            "periodic": periodic,
+        }
+        self.length = length
+        self.periodic = periodic
+        self.feature_extractor = nn.Linear(in_channels, d_model)
+        self.encoder = nn.ModuleList(
+            SimpleEncoderLayer(
+                d_model,
+                n_head,
+                dim_ff,
+                attention_type=attention_type,
+                norm_scheme=norm_scheme,
+                pos_dim=1,
+                activation=activation,
+                dropout=dropout,
+                ffn_dropout=ffn_dropout,
+                attention_dropout=attention_dropout,
+                eps=layer_norm_eps,
+                xavier_gain=xavier_gain,
+                diagonal_weight=diagonal_weight,
+            )
+            for _ in range(n_layers)
+        )
+        self.decoder = SpectralRegressor(
+            d_model,
+            out_channels,
+            width=decoder_width,
+            modes=decoder_modes,
+            n_layers=decoder_layers,
+            head_width=decoder_head_width,
+            activation=decoder_activation,
+            ndim=1,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map ``x`` ``(batch, n, in_channels)`` to ``(batch, n, out_channels)``."""
+        if x.dim() != 3:
+            raise ValueError(f"expected (batch, n, channels), got {tuple(x.shape)}")
+        pos = grid_coordinates(
+            (x.shape[1],), lengths=self.length, periodic=self.periodic, device=x.device, dtype=x.dtype
+        )
+        h = self.feature_extractor(x)
+        for layer in self.encoder:
+            h = layer(h, pos)
+        return self.decoder(h)

@@ -1,0 +1,109 @@
+"""Spectral convolution (Li et al., FNO) on channel-last grids in 1, 2 or 3 dimensions."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from opformer.errors import ConfigError
+from opformer.nn.mlp import make_activation
+
+_AXIS_LETTERS = "xyz"
+
+
+class SpectralConv(nn.Module):
+    """Multiply the lowest Fourier modes of a field by learned complex matrices.
+
+    Input and output are channel-last, ``(batch, *spatial, channels)`` with ``ndim`` spatial axes.
+    The field is transformed with ``rfftn(norm="ortho")``; ``modes[a]`` frequencies are kept per axis:
+    on the last axis the non-negative ones ``0..m-1``, on every other axis both signs
+    (``0..m-1`` and ``-m..-1``), i.e. the ``2**(ndim-1)`` corner blocks of the rfft spectrum, each
+    with its own weights. All other modes are set to zero. If the grid is too small, the modes are
+    truncated to the lowest ones the grid holds (``n // 2`` on the two-sided axes, ``n // 2 + 1`` on
+    the last one). With the "ortho" norm, a band-limited field gives the same function at any grid size.
+
+    Complex weights are stored as real tensors ``(blocks, in, out, *modes, 2)`` so that ``numel``
+    counts a complex entry twice, as the papers do; initialised like FNO, real and imaginary parts
+    uniform in ``[0, 1 / (in * out))``. The FFTs and the mode products run in float32 (or float64
+    for float64 inputs) even under autocast; the result is in that precision.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        modes: int | Sequence[int],
+        ndim: int = 1,
+    ) -> None:
+        super().__init__()
+        if ndim not in (1, 2, 3):
+            raise ConfigError(f"spectral convolution supports 1, 2 or 3 dimensions, got {ndim}")
+        modes_ = [modes] * ndim if isinstance(modes, int) else list(modes)
+        if len(modes_) != ndim or any(m < 1 for m in modes_):
+            raise ConfigError(f"modes must be {ndim} positive integers, got {modes!r}")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.modes = tuple(modes_)
+        self.ndim = ndim
+        scale = 1.0 / (in_channels * out_channels)
+        shape = (2 ** (ndim - 1), in_channels, out_channels, *self.modes, 2)
+        self.weight = nn.Parameter(scale * torch.rand(shape))
+        axes = _AXIS_LETTERS[:ndim]
+        self._equation = f"b{axes}i,io{axes}->b{axes}o"
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, modes={self.modes}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the spectral convolution to ``x`` ``(batch, *spatial, in_channels)``."""
+        spatial = tuple(x.shape[1:-1])
+        if len(spatial) != self.ndim or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"expected (batch, {self.ndim} spatial axes, {self.in_channels}), got {tuple(x.shape)}"
+            )
+        dims = tuple(range(1, self.ndim + 1))
+        real_dtype = torch.promote_types(x.dtype, torch.float32)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            x_ft = torch.fft.rfftn(x.to(real_dtype), dim=dims, norm="ortho")
+            weight = torch.view_as_complex(self.weight.to(real_dtype))
+            out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
+            kept = [min(m, n // 2) for m, n in zip(self.modes[:-1], spatial[:-1])]
+            kept.append(min(self.modes[-1], spatial[-1] // 2 + 1))
+            for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
+                grid_index = [slice(None)]
+                weight_index = [block, slice(None), slice(None)]
+                for sign, k, m, n in zip(signs, kept, self.modes, spatial):
+                    # the weight block of negative frequencies holds -m..-1; keep its last k
+                    grid_index.append(slice(0, k) if sign > 0 else slice(n - k, n))
+                    weight_index.append(slice(0, k) if sign > 0 else slice(m - k, m))
+                grid_index.append(slice(0, kept[-1]))
+                weight_index.append(slice(0, kept[-1]))
+                out_ft[tuple(grid_index)] = torch.einsum(
+                    self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
+                )
+            return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
+
+
+class FourierLayer(nn.Module):
+    """FNO layer ``act(spectral(x) + Linear(x))`` on channel-last fields; ``activation=None`` skips act."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        modes: int | Sequence[int],
+        ndim: int = 1,
+        activation: str | None = "relu",
+    ) -> None:
+        super().__init__()
+        self.spectral = SpectralConv(in_channels, out_channels, modes, ndim)
+        self.linear = nn.Linear(in_channels, out_channels)
+        self.activation = make_activation(activation) if activation else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the layer to ``x`` ``(batch, *spatial, in_channels)``."""
+        y = self.spectral(x) + self.linear(x)
+        return self.activation(y)

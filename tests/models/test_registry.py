@@ -1,0 +1,77 @@
+"""build_model: round trip through model.config, presets and the error messages."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+import torch
+
+from opformer.errors import ConfigError
+from opformer.models import MODELS, PRESETS, build_model, preset
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_round_trip_through_config(name):
+    model = build_model(preset(name))
+    config = json.loads(json.dumps(model.config))
+    assert config["name"] == preset(name)["name"]
+    params = set(inspect.signature(type(model).__init__).parameters) - {"self"}
+    assert set(config) - {"name"} == params
+    rebuilt = build_model(config)
+    assert type(rebuilt) is type(model)
+    shapes = {k: v.shape for k, v in model.state_dict().items()}
+    assert {k: v.shape for k, v in rebuilt.state_dict().items()} == shapes
+    rebuilt.load_state_dict(model.state_dict())
+    x = torch.randn(1, 32, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(x), model(x))
+
+
+def test_config_holds_resolved_defaults_and_overrides():
+    model = build_model({"name": "galerkin_transformer_1d", "d_model": 16, "n_head": 2, "dim_ff": 32})
+    assert model.config["d_model"] == 16 and model.config["n_layers"] == 4
+    assert model.config["attention_type"] == "galerkin"
+
+
+def test_unknown_name_lists_valid_names():
+    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: fno1d, galerkin_transformer_1d"):
+        build_model({"name": "gt"})
+    with pytest.raises(ConfigError, match="missing key 'name'"):
+        build_model({"d_model": 4})
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(ConfigError) as info:
+        build_model({"name": "fno1d", "foo": 1})
+    valid = ", ".join(sorted(set(inspect.signature(MODELS["fno1d"].__init__).parameters) - {"self"}))
+    assert str(info.value) == f"model: unknown key 'foo'; valid keys: {valid}"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("d_model", "96"), ("d_model", 96.0), ("n_layers", True), ("dropout", "0.1"),
+     ("periodic", 1), ("attention_type", 3)],
+)
+def test_wrong_types_rejected(key, value):
+    with pytest.raises(ConfigError, match=f"key '{key}' expects"):
+        build_model({"name": "galerkin_transformer_1d", key: value})
+
+
+def test_int_accepted_for_float_and_bad_values_rejected():
+    assert build_model({"name": "fno1d", "length": 2, "width": 4, "modes": 2}).config["length"] == 2
+    with pytest.raises(ConfigError, match="attention_type"):
+        build_model({"name": "galerkin_transformer_1d", "attention_type": "cosine"})
+    with pytest.raises(ConfigError, match="activation"):
+        build_model({"name": "fno1d", "activation": "swish"})
+    with pytest.raises(ConfigError, match="multiple of n_head"):
+        build_model({"name": "galerkin_transformer_1d", "n_head": 5})
+
+
+def test_presets_are_copies_and_unknown_preset_errors():
+    config = preset("gt_burgers")
+    config["d_model"] = 8
+    assert "d_model" not in PRESETS["gt_burgers"]
+    with pytest.raises(ConfigError, match="valid presets: fno1d_burgers, ft_burgers"):
+        preset("nope")

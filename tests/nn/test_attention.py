@@ -1,0 +1,150 @@
+"""SimpleAttention against explicit per-head matrix computations (float64, tiny sizes)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from opformer.errors import ConfigError
+from opformer.nn.attention import SimpleAttention
+
+
+def _layer_norm(t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    mean = t.mean(-1, keepdim=True)
+    var = ((t - mean) ** 2).mean(-1, keepdim=True)
+    return (t - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def reference(attn: SimpleAttention, x: torch.Tensor, pos: torch.Tensor, eps: float) -> torch.Tensor:
+    """Head by head, sample by sample, with explicit matrices."""
+    h, dk = attn.n_head, attn.d_head
+    outputs = []
+    for b in range(x.shape[0]):
+        n = x.shape[1]
+        pos_b = pos if pos.dim() == 2 else pos[b]
+        merged = []
+        for i in range(h):
+            rows = slice(i * dk, (i + 1) * dk)
+            mats = {}
+            for name in ("query", "key", "value"):
+                lin = getattr(attn, name)
+                t = x[b] @ lin.weight[rows].T + lin.bias[rows]
+                if name in attn.norms:
+                    norm = attn.norms[name]
+                    t = _layer_norm(t, norm.weight[i, 0], norm.bias[i, 0], eps)
+                mats[name] = torch.cat([pos_b, t], dim=1)
+            q, k, v = mats["query"], mats["key"], mats["value"]
+            kind = attn.attention_type
+            if kind == "galerkin":
+                z = q @ (k.T @ v) / n
+            elif kind == "fourier":
+                z = (q @ k.T) @ v / n
+            elif kind == "softmax":
+                s = q @ k.T / math.sqrt(q.shape[1])
+                p = torch.exp(s - s.max(1, keepdim=True).values)
+                z = (p / p.sum(1, keepdim=True)) @ v
+            else:
+                qs = torch.exp(q) / torch.exp(q).sum(1, keepdim=True)
+                ks = torch.exp(k) / torch.exp(k).sum(0, keepdim=True)
+                z = qs @ (ks.T @ v)
+            merged.append(z)
+        merged = torch.cat(merged, dim=1)
+        outputs.append(merged @ attn.out.weight.T + attn.out.bias)
+    return torch.stack(outputs)
+
+
+def _randomise(attn: SimpleAttention) -> None:
+    """Give every parameter (incl. LN affine and biases) a non-trivial value."""
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if p.dim() == 3 else 0.0))
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
+@pytest.mark.parametrize("norm_scheme", ["galerkin", "regular"])
+@pytest.mark.parametrize("batched_pos", [False, True])
+def test_matches_explicit_computation(attention_type, norm_scheme, batched_pos):
+    torch.manual_seed(0)
+    d, h, n, pos_dim, eps = 12, 3, 7, 2, 1e-7
+    attn = SimpleAttention(d, h, attention_type, norm_scheme, pos_dim=pos_dim, eps=eps).double()
+    _randomise(attn)
+    x = torch.randn(2, n, d, dtype=torch.float64)
+    pos = torch.rand(2, n, pos_dim, dtype=torch.float64) if batched_pos else torch.rand(n, pos_dim).double()
+    torch.testing.assert_close(attn(x, pos), reference(attn, x, pos, eps), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("attention_type", "normed"),
+    [("galerkin", {"key", "value"}), ("linear", {"key", "value"}),
+     ("fourier", {"query", "key"}), ("softmax", {"query", "key"})],
+)
+def test_norm_placement_and_parameter_count(attention_type, normed):
+    d, h, pos_dim = 8, 2, 1
+    attn = SimpleAttention(d, h, attention_type, "galerkin", pos_dim=pos_dim)
+    assert set(attn.norms.keys()) == normed
+    qkv = 3 * (d * d + d)
+    out = (d + h * pos_dim) * d + d
+    assert sum(p.numel() for p in attn.parameters()) == qkv + 2 * 2 * d + out
+    regular = SimpleAttention(d, h, attention_type, "regular", pos_dim=pos_dim)
+    assert len(regular.norms) == 0
+    assert sum(p.numel() for p in regular.parameters()) == qkv + out
+
+
+def test_diagonal_init_without_xavier_is_exactly_delta_identity():
+    attn = SimpleAttention(6, 2, xavier_gain=0.0, diagonal_weight=0.25)
+    for lin in (attn.query, attn.key, attn.value):
+        assert torch.equal(lin.weight, 0.25 * torch.eye(6))
+        assert torch.equal(lin.bias, torch.zeros(6))
+
+
+def test_xavier_init_without_diagonal_is_bounded_by_gain():
+    torch.manual_seed(0)
+    d, eta = 32, 0.01
+    attn = SimpleAttention(d, 4, xavier_gain=eta, diagonal_weight=0.0)
+    bound = eta * math.sqrt(6 / (2 * d))
+    for lin in (attn.query, attn.key, attn.value):
+        assert lin.weight.abs().max() <= bound
+        assert lin.weight.abs().max() > 0.9 * bound  # actually uniform on the full range, not tiny
+        assert torch.equal(lin.bias, torch.zeros(d))
+
+
+def test_default_init_is_diagonally_dominant():
+    attn = SimpleAttention(16, 1)
+    w = attn.query.weight
+    off_diagonal = w - torch.diag(w.diagonal())
+    assert torch.allclose(w.diagonal(), torch.full((16,), 0.01), atol=0.01 * math.sqrt(6 / 32))
+    assert off_diagonal.abs().max() <= 0.01 * math.sqrt(6 / 32)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
+def test_dropout_only_in_training(attention_type):
+    torch.manual_seed(0)
+    attn = SimpleAttention(8, 2, attention_type, dropout=0.5, xavier_gain=1.0)
+    plain = SimpleAttention(8, 2, attention_type, dropout=0.0)
+    plain.load_state_dict(attn.state_dict())
+    x, pos = torch.randn(2, 10, 8), torch.rand(10, 1)
+    attn.eval()
+    first, second = attn(x, pos), attn(x, pos)
+    assert torch.equal(first, second)
+    torch.testing.assert_close(first, plain(x, pos))
+    attn.train()
+    assert not torch.allclose(attn(x, pos), first)
+
+
+def test_output_shape_and_pos_dim_zero():
+    attn = SimpleAttention(8, 2, pos_dim=0)
+    assert attn.out.in_features == 8
+    assert attn(torch.randn(3, 5, 8)).shape == (3, 5, 8)
+    with pytest.raises(ValueError, match="coordinates"):
+        SimpleAttention(8, 2, pos_dim=2)(torch.randn(3, 5, 8), torch.rand(5, 1))
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="attention_type.*galerkin, fourier, softmax, linear"):
+        SimpleAttention(8, 2, "cosine")
+    with pytest.raises(ConfigError, match="norm_scheme"):
+        SimpleAttention(8, 2, norm_scheme="pre")
+    with pytest.raises(ConfigError, match="multiple of n_head"):
+        SimpleAttention(10, 3)

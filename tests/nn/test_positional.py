@@ -1,0 +1,34 @@
+"""grid_coordinates: periodic points, non-periodic end points, strided sub-grids."""
+
+from __future__ import annotations
+
+import torch
+
+from opformer.nn.positional import append_coordinates, grid_coordinates
+
+
+def test_periodic_grid_excludes_right_end_and_subsamples_exactly():
+    fine = grid_coordinates((8192,), lengths=1.0, periodic=True)
+    assert fine.shape == (8192, 1)
+    assert fine[0, 0] == 0 and fine[1, 0] == 1 / 8192 and fine[-1, 0] == 8191 / 8192
+    for n in (512, 2048):
+        assert torch.equal(fine[:: 8192 // n], grid_coordinates((n,), periodic=True))
+
+
+def test_non_periodic_grid_includes_both_ends():
+    pos = grid_coordinates((5, 3), lengths=(2.0, 1.0), periodic=False, dtype=torch.float64)
+    assert pos.shape == (5, 3, 2)
+    torch.testing.assert_close(pos[:, 0, 0], torch.tensor([0, 0.5, 1, 1.5, 2], dtype=torch.float64))
+    torch.testing.assert_close(pos[0, :, 1], torch.tensor([0, 0.5, 1], dtype=torch.float64))
+    fine = grid_coordinates((421, 421), periodic=False)
+    assert torch.equal(fine[::10, ::10], grid_coordinates((43, 43), periodic=False))
+
+
+def test_mixed_axes_and_append():
+    pos = grid_coordinates((4, 3, 2), lengths=(1.0, 3.0, 1.0), periodic=(True, False, True))
+    assert pos.shape == (4, 3, 2, 3)
+    assert pos[1, 0, 0, 0] == 0.25 and pos[0, 2, 0, 1] == 3.0 and pos[0, 0, 1, 2] == 0.5
+    x = torch.zeros(2, 4, 3, 2, 5, dtype=torch.float64)
+    y = append_coordinates(x, pos)
+    assert y.shape == (2, 4, 3, 2, 8) and y.dtype == torch.float64
+    assert torch.equal(y[1, ..., 5:], pos.double())

@@ -1,0 +1,138 @@
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from opformer import __version__
+from opformer.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, err, *needles):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def trained_run(tmp_path_factory, toy_writer, tiny_config):
+    base = tmp_path_factory.mktemp("cli")
+    data = toy_writer(base / "toy.h5")
+    config = base / "tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(data, epochs=2)))
+    run = base / "run"
+    assert main(["train", str(config), "--out", str(run)]) == 0
+    return run, data, config
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"opformer {__version__}"
+    for command in ("generate", "train", "evaluate", "plot", "predict", "quickstart"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "example:\n  opformer " + command in capsys.readouterr().out
+
+
+def test_evaluate_prints_a_table_and_writes_json(capsys, trained_run, tmp_path):
+    run, data, _ = trained_run
+    code, out, _ = run_cli(capsys, "evaluate", run, "--data", data, "--resolution", "32,64",
+                           "--json", tmp_path / "e.json")
+    assert code == 0
+    assert "trained here" in out and "zero-shot" in out
+    rows = yaml.safe_load((tmp_path / "e.json").read_text())["results"]
+    assert [r["resolution"] for r in rows] == [32, 64] and all(r["samples"] == 4 for r in rows)
+
+
+def test_predict_writes_the_same_format(capsys, trained_run, tmp_path):
+    run, data, _ = trained_run
+    out_file = tmp_path / "pred.h5"
+    code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", out_file)
+    assert code == 0
+    from opformer.data.store import read_info
+
+    info = read_info(out_file)
+    assert info.n_samples == 24 and info.spatial_shape == (64,)
+    with h5py.File(out_file) as f, h5py.File(data) as g:
+        np.testing.assert_array_equal(f["input"][:], g["input"][:])
+        assert not np.allclose(f["target"][:], g["target"][:])  # predictions, not a copy of the truth
+    code, _, err = run_cli(capsys, "predict", run, "--input", data, "--output", data)
+    one_line_error(code, err, "would overwrite the input file")
+
+
+def test_plot_writes_pngs(capsys, trained_run, tmp_path):
+    run, data, _ = trained_run
+    code, out, _ = run_cli(capsys, "plot", run, "--out", tmp_path / "plots")
+    assert code == 0
+    for name in ("losses.png", "predictions.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_config_inputs(capsys, trained_run, tmp_path):
+    run, data, config = trained_run
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "optimiser": {}}))
+    one_line_error(*run_cli(capsys, "train", bad, "--out", tmp_path / "r")[::2], "optimiser: unknown key; valid keys:")
+    one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r", "--set", "train.epochs=many")[::2],
+                   "train.epochs: expected int, got 'many'")
+    one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r", "--set", "model.depth=3")[::2],
+                   "model: unknown key 'depth'; valid keys:")
+    assert not (tmp_path / "r" / "last.pt").exists()
+
+
+def test_an_existing_run_is_never_overwritten(capsys, trained_run):
+    run, _, config = trained_run
+    before = (run / "best.pt").read_bytes()
+    one_line_error(*run_cli(capsys, "train", config, "--out", run)[::2], "already holds a run; use --resume")
+    assert (run / "best.pt").read_bytes() == before
+
+
+def test_bad_data_inputs(capsys, trained_run, tmp_path, toy_writer):
+    run, data, _ = trained_run
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", tmp_path / "none.h5", "--resolution", "32")[::2],
+                   "none.h5: no such data file")
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(data.read_bytes()[:2000])
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", corrupt, "--resolution", "32")[::2],
+                   "corrupt.h5: not a readable HDF5 file")
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", data, "--resolution", "30")[::2],
+                   "resolution 30 is not a strided sub-sample of the stored 64 points")
+    nan = toy_writer(tmp_path / "nan.h5")
+    with h5py.File(nan, "a") as f:
+        f["input"][21, 0, 0] = np.nan
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", nan, "--resolution", "32")[::2],
+                   "'/input' holds NaN or Inf (first in sample 21)")
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", data, "--resolution", "3x")[::2],
+                   "expected comma-separated integers")
+
+
+def test_a_checkpoint_of_another_model_is_refused(capsys, trained_run, tmp_path):
+    run, _, _ = trained_run
+    from opformer.data.store import write_operator_dataset
+
+    other = write_operator_dataset(tmp_path / "2d.h5", np.zeros((24, 8, 8, 1)), np.ones((24, 8, 8, 1)),
+                                   pde={}, solver={}, domain={"lengths": [1, 1], "periodic": [False, False]},
+                                   seed=0, input_channels=["a"], target_channels=["u"])
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", other, "--resolution", "8")[::2],
+                   "2D data with channels ['a'] -> ['u'] does not fit", "best.pt, a model of 1D data")
+    (run / "best.pt").write_bytes(b"garbage")
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", other, "--resolution", "8")[::2],
+                   "best.pt: not a readable checkpoint")
+
+
+def test_console_script_exits_nonzero_without_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "opformer.cli", "train", str(tmp_path / "missing.yaml"),
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"opformer train: error: {tmp_path / 'missing.yaml'}: no such config file"
