@@ -136,3 +136,28 @@ def test_console_script_exits_nonzero_without_traceback(tmp_path):
                            "--out", str(tmp_path / "run")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"opformer train: error: {tmp_path / 'missing.yaml'}: no such config file"
+
+
+def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
+    out = tmp_path / "b.h5"
+    code, stdout, _ = run_cli(capsys, "generate", "burgers", "--samples", 3, "--resolution", 256, "--out", out,
+                              "--seed", 5, "--viscosity", 0.02)
+    assert code == 0 and "wrote 3 samples" in stdout
+    from opformer.data.store import read_info
+
+    info = read_info(out)
+    assert info.pde["name"] == "burgers" and info.pde["viscosity"] == 0.02 and info.seed == 5
+    assert info.spatial_shape == (256,) and info.domain == {"lengths": [1.0], "periodic": [True]}
+    assert info.solver["name"].startswith("pseudo-spectral")
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    one_line_error(*run_cli(capsys, "generate", "burgers", "--samples", 0, "--out", tmp_path / "c.h5")[::2],
+                   "--samples 0: expected a positive number")
+    assert not (tmp_path / "c.h5").exists()
+
+
+def _umask():
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,3 +1,17 @@
 """opformer: transformer neural operators with built-in PDE data generators."""
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["__version__", "build_model"]
+
+
+def __getattr__(name: str) -> Any:
+    # build_model imports torch; keep `import opformer` (and `opformer --version`) light.
+    if name == "build_model":
+        from opformer.models.registry import build_model
+
+        return build_model
+    raise AttributeError(f"module 'opformer' has no attribute {name!r}")

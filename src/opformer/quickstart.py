@@ -15,7 +15,7 @@ from opformer.models.registry import preset
 from opformer.train.trainer import train, write_atomic
 
 # A small Burgers set (the paper's PDE, viscosity and GRF) stored at n = 2048, trained at n = 512.
-SAMPLES = {"n_train": 384, "n_val": 32, "n_test": 64}
+SAMPLES = {"n_train": 256, "n_val": 32, "n_test": 64}
 STORED, TRAINED = 2048, 512
 
 
@@ -28,7 +28,7 @@ def quickstart_config(data_path: str) -> dict:
         "loss": {"name": "h1_relative", "gamma": 0.1},
         "optim": {"name": "adam", "lr": 1e-3},
         "schedule": {"name": "onecycle", "div_factor": 1e4, "final_div_factor": 1e4, "pct_start": 0.2},
-        "train": {"epochs": 40, "batch_size": 8, "grad_clip": 1.0},
+        "train": {"epochs": 30, "batch_size": 8, "grad_clip": 1.0},
     }
 
 

@@ -57,6 +57,9 @@ def atomic_path(path: Path) -> Path:
     """A temporary sibling of ``path`` to write to before renaming over ``path``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
     return Path(tmp)
 
 

@@ -59,6 +59,17 @@ def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
     return path
 
 
+def scaled_batch_size(run_config: dict[str, Any], resolution: tuple[int, ...]) -> int:
+    """The run's evaluation batch size, shrunk in proportion to the grid points beyond the training grid.
+
+    Keeps the memory of an evaluation at a finer grid near that at the training grid (a fourier-type
+    attention at n = 8192 holds a ``batch x n x n`` matrix per layer).
+    """
+    trained = run_config["data"]["resolution"] or resolution[0]
+    ratio = (resolution[0] / trained) ** len(resolution)
+    return max(1, int(run_config["train"]["eval_batch_size"] / max(ratio, 1.0)))
+
+
 def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
                  split: str = "test", device: str = "auto", batch_size: int | None = None) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
@@ -76,7 +87,7 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
         data = load_split(data_path, split, n_train=cfg["data"]["n_train"], n_val=cfg["data"]["n_val"],
                           n_test=cfg["data"]["n_test"], resolution=resolution)
         check_compatible(surrogate, data.info, str(checkpoint))
-        errors = split_errors(surrogate, data, batch_size or cfg["train"]["eval_batch_size"], dev)
+        errors = split_errors(surrogate, data, batch_size or scaled_batch_size(cfg, data.resolution), dev)
         rows.append({
             "resolution": data.resolution[0],
             "trained_at": cfg["data"]["resolution"] or data.info.spatial_shape[0],

@@ -60,8 +60,6 @@ class FNO(nn.Module):
 class FNO1d(FNO):
     """FNO on a 1D grid; the defaults are the Burgers baseline of Cao 2021 (549,569 parameters)."""
 
-    name = "fno1d"
-
     def __init__(
         self,
         in_channels: int = 1,
@@ -77,15 +75,3 @@ class FNO1d(FNO):
         super().__init__(
             1, in_channels, out_channels, width, modes, n_layers, projection_width, activation, length, periodic
         )
-        self.config = {
-            "name": self.name,
-            "in_channels": in_channels,
-            "out_channels": out_channels,
-            "width": width,
-            "modes": modes,
-            "n_layers": n_layers,
-            "projection_width": projection_width,
-            "activation": activation,
-            "length": length,
-            "periodic": periodic,
-        }

@@ -20,8 +20,6 @@ class GalerkinTransformer1d(nn.Module):
     GT ("galerkin"), FT ("fourier"), ST ("softmax") or LT ("linear") variant.
     """
 
-    name = "galerkin_transformer_1d"
-
     def __init__(
         self,
         in_channels: int = 1,
@@ -50,31 +48,6 @@ class GalerkinTransformer1d(nn.Module):
         super().__init__()
         if min(in_channels, out_channels, d_model, n_layers, dim_ff) < 1:
             raise ConfigError("in_channels, out_channels, d_model, n_layers and dim_ff must be >= 1")
-        self.config = {
-            "name": self.name,
-            "in_channels": in_channels,
-            "out_channels": out_channels,
-            "d_model": d_model,
-            "n_layers": n_layers,
-            "n_head": n_head,
-            "dim_ff": dim_ff,
-            "attention_type": attention_type,
-            "norm_scheme": norm_scheme,
-            "activation": activation,
-            "dropout": dropout,
-            "ffn_dropout": ffn_dropout,
-            "attention_dropout": attention_dropout,
-            "layer_norm_eps": layer_norm_eps,
-            "xavier_gain": xavier_gain,
-            "diagonal_weight": diagonal_weight,
-            "decoder_width": decoder_width,
-            "decoder_modes": decoder_modes,
-            "decoder_layers": decoder_layers,
-            "decoder_head_width": decoder_head_width,
-            "decoder_activation": decoder_activation,
-            "length": length,
-            "periodic": periodic,
-        }
         self.length = length
         self.periodic = periodic
         self.feature_extractor = nn.Linear(in_channels, d_model)

@@ -93,4 +93,8 @@ def build_model(config: Mapping[str, Any]) -> nn.Module:
             raise ConfigError(
                 f"model: key {key!r} expects {_type_name(hint)}, got {type(value).__name__} {value!r}"
             )
-    return cls(**kwargs)
+    model = cls(**kwargs)
+    bound = inspect.signature(cls).bind(**kwargs)
+    bound.apply_defaults()
+    model.config = {"name": name, **bound.arguments}
+    return model
