@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from opformer.config import config_from_dict
-from opformer.errors import CheckpointError, TrainingDiverged
+from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import evaluate_run
 from opformer.train.checkpoint import load_checkpoint, load_surrogate
 from opformer.train.trainer import Trainer, train
@@ -94,3 +94,10 @@ def test_checkpoints_never_unpickle_code(tmp_path):
     with pytest.raises(CheckpointError, match=r"evil\.pt: not a readable checkpoint"):
         load_checkpoint(path)
     assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
+
+
+def test_model_must_fit_the_data(toy_file, tiny_config, tmp_path):
+    with pytest.raises(ConfigError, match=r"model\.in_channels: is 2 but .*toy\.h5 has 1 \(u0\)"):
+        Trainer(config_from_dict(tiny_config(toy_file, in_channels=2)), tmp_path / "a")
+    with pytest.raises(ConfigError, match=r"model\.length: is 2\.0 but the domain of .*toy\.h5 has length 1\.0"):
+        Trainer(config_from_dict(tiny_config(toy_file, length=2.0)), tmp_path / "b")

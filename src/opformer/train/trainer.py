@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_from_dict, config_to_dict
 from opformer.data.datasets import load_split
-from opformer.data.store import atomic_path
+from opformer.data.store import DatasetInfo, atomic_path
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device, split_errors
 from opformer.models.surrogate import Surrogate
@@ -80,7 +80,7 @@ class Trainer:
         torch.manual_seed(config.seed)  # the initial weights depend on the seed only
         self.surrogate = Surrogate(spec)
         spec["model"] = self.surrogate.model.config  # defaults filled in
-        self._check_channels(info.input_channels, info.target_channels)
+        self._check_data_fit(info)
         self._fit_normalizers()
         self.surrogate.to(self.device)
         if config.loss.name == "h1_relative":
@@ -94,12 +94,18 @@ class Trainer:
         self.best_val = math.inf
         self.start_epoch = 0
 
-    def _check_channels(self, inputs: list[str], targets: list[str]) -> None:
+    def _check_data_fit(self, info: DatasetInfo) -> None:
+        """The model's channels and domain must be those of the data."""
         model_cfg = self.surrogate.model.config
-        for key, names in (("in_channels", inputs), ("out_channels", targets)):
+        for key, names in (("in_channels", info.input_channels), ("out_channels", info.target_channels)):
             if key in model_cfg and model_cfg[key] != len(names):
-                raise ConfigError(f"model.{key}: is {model_cfg[key]} but {self.config.data.path} has "
+                raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
+        if info.ndim == 1:
+            for key, value in (("length", info.domain["lengths"][0]), ("periodic", info.domain["periodic"][0])):
+                if key in model_cfg and model_cfg[key] != value:
+                    raise ConfigError(f"model.{key}: is {model_cfg[key]!r} but the domain of {info.path} "
+                                      f"has {key} {value!r}")
 
     def _fit_normalizers(self) -> None:
         data = self.config.data
