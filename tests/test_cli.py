@@ -67,6 +67,21 @@ def test_predict_writes_the_same_format(capsys, trained_run, tmp_path):
     with h5py.File(out_file) as f, h5py.File(data) as g:
         np.testing.assert_array_equal(f["input"][:], g["input"][:])
         assert not np.allclose(f["target"][:], g["target"][:])  # predictions, not a copy of the truth
+    # a file of inputs only (what a user has in place of the solver) is predicted the same way
+    from opformer.data.store import write_operator_dataset
+
+    with h5py.File(data) as g:
+        inputs = g["input"][:5]
+    only = write_operator_dataset(tmp_path / "inputs.h5", inputs, None, pde={"name": "toy"}, solver={},
+                                  domain={"lengths": [1.0], "periodic": [True]}, seed=0,
+                                  input_channels=["u0"], target_channels=["u"])
+    assert not read_info(only).has_target
+    code, _, _ = run_cli(capsys, "predict", run, "--input", only, "--output", tmp_path / "pred_only.h5")
+    assert code == 0
+    with h5py.File(tmp_path / "pred_only.h5") as f, h5py.File(out_file) as g:
+        np.testing.assert_allclose(f["target"][:], g["target"][:5], rtol=1e-6, atol=1e-7)
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", only, "--resolution", "64")[::2],
+                   "holds inputs only (no '/target'); training and evaluation need targets")
     code, _, err = run_cli(capsys, "predict", run, "--input", data, "--output", data)
     one_line_error(code, err, "would overwrite the input file")
 

@@ -52,8 +52,8 @@ def test_missing_and_corrupt_files_are_one_line_errors(tmp_path, toy_writer):
 def test_schema_violations_are_named(tmp_path, toy_writer):
     path = toy_writer(tmp_path / "a.h5", samples=3, n=16)
     with h5py.File(path, "a") as f:
-        del f["target"]
-    with pytest.raises(DataError, match=r"a\.h5: missing dataset '/target'"):
+        del f["input"]
+    with pytest.raises(DataError, match=r"a\.h5: missing dataset '/input'"):
         read_info(path)
     path = toy_writer(tmp_path / "b.h5", samples=3, n=16)
     with h5py.File(path, "a") as f:

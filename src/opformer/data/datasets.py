@@ -61,6 +61,8 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
                resolution: int | None = None) -> OperatorSplit:
     """Load one split of an operator data set, sub-sampled to ``resolution`` points per axis."""
     info = read_info(path)
+    if not info.has_target:
+        raise DataError(f"{info.path}: holds inputs only (no '/target'); training and evaluation need targets")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
     periodic = tuple(bool(p) for p in info.domain["periodic"])
     lengths = tuple(float(v) for v in info.domain["lengths"])

@@ -3,7 +3,8 @@
 An *operator* data set holds input/target pairs on one grid (see docs/data-format.md)::
 
     /input   (sample, *spatial, in_channels)   float32, chunked one sample per chunk
-    /target  (sample, *spatial, out_channels)  float32, chunked one sample per chunk
+    /target  (sample, *spatial, out_channels)  float32, chunked one sample per chunk (absent in a
+                                               file of inputs awaiting prediction)
     attrs: format, format_version, kind, pde (JSON), solver (JSON), domain (JSON), seed,
            opformer_version, created, input_channels (JSON), target_channels (JSON)
 """
@@ -41,6 +42,7 @@ class DatasetInfo:
     spatial_shape: tuple[int, ...]
     input_channels: list[str]
     target_channels: list[str]
+    has_target: bool
     pde: dict[str, Any]
     solver: dict[str, Any]
     domain: dict[str, Any]
@@ -66,7 +68,7 @@ def atomic_path(path: Path) -> Path:
 def write_operator_dataset(
     path: str | os.PathLike,
     inputs: np.ndarray,
-    targets: np.ndarray,
+    targets: np.ndarray | None,
     *,
     pde: dict[str, Any],
     solver: dict[str, Any],
@@ -78,13 +80,13 @@ def write_operator_dataset(
 ) -> Path:
     """Write an operator data set atomically (temporary file, then rename).
 
-    ``inputs``/``targets`` are channel-last ``(sample, *spatial, channels)``.
-    ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one entry per spatial axis.
+    ``inputs``/``targets`` are channel-last ``(sample, *spatial, channels)``; ``targets=None`` writes a
+    file of inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one entry per spatial axis.
     """
     path = Path(path)
-    if inputs.shape[:-1] != targets.shape[:-1]:
+    if targets is not None and inputs.shape[:-1] != targets.shape[:-1]:
         raise DataError(f"{path}: input grid {inputs.shape[:-1]} differs from target grid {targets.shape[:-1]}")
-    if inputs.shape[-1] != len(input_channels) or targets.shape[-1] != len(target_channels):
+    if inputs.shape[-1] != len(input_channels) or (targets is not None and targets.shape[-1] != len(target_channels)):
         raise DataError(f"{path}: channel names do not match the channel dimension of the arrays")
     ndim = inputs.ndim - 2
     for key in ("lengths", "periodic"):
@@ -95,6 +97,8 @@ def write_operator_dataset(
     try:
         with h5py.File(tmp, "w") as f:
             for name, array in (("input", inputs), ("target", targets)):
+                if array is None:
+                    continue
                 f.create_dataset(name, data=np.asarray(array, dtype=np.float32), chunks=(1, *array.shape[1:]))
             attrs = {
                 "format": FORMAT_NAME,
@@ -146,13 +150,17 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
             if attrs["kind"] not in KINDS:
                 raise DataError(f"{path}: unknown data-set kind {attrs['kind']!r}; expected one of {', '.join(KINDS)}")
             for name in ("input", "target"):
-                if name not in f or not isinstance(f[name], h5py.Dataset):
-                    raise DataError(f"{path}: missing dataset '/{name}'")
-            x, y = f["input"], f["target"]
+                if name in f and not isinstance(f[name], h5py.Dataset):
+                    raise DataError(f"{path}: '/{name}' is not a dataset")
+            if "input" not in f:
+                raise DataError(f"{path}: missing dataset '/input'")
+            x = f["input"]
+            y = f["target"] if "target" in f else x  # an inputs-only file: only the input is checked
             if x.ndim < 3 or x.shape[:-1] != y.shape[:-1]:
                 raise DataError(f"{path}: '/input' {x.shape} and '/target' {y.shape} must be "
                                 "(sample, *spatial, channels) on the same grid")
-            if x.shape[-1] != len(attrs["input_channels"]) or y.shape[-1] != len(attrs["target_channels"]):
+            if x.shape[-1] != len(attrs["input_channels"]) or (
+                    "target" in f and y.shape[-1] != len(attrs["target_channels"])):
                 raise DataError(f"{path}: channel counts do not match 'input_channels'/'target_channels'")
             ndim = x.ndim - 2
             domain = attrs["domain"]
@@ -166,6 +174,7 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
                 spatial_shape=tuple(int(s) for s in x.shape[1:-1]),
                 input_channels=list(attrs["input_channels"]),
                 target_channels=list(attrs["target_channels"]),
+                has_target="target" in f,
                 pde=attrs["pde"],
                 solver=attrs["solver"],
                 domain=domain,
@@ -176,17 +185,17 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
         raise DataError(f"{path}: not a readable HDF5 file ({exc.__class__.__name__})") from None
 
 
-def read_arrays(path: str | os.PathLike, samples: slice) -> tuple[np.ndarray, np.ndarray]:
-    """Read ``input``/``target`` of the given samples of a validated file (see :func:`read_info`).
+def read_arrays(path: str | os.PathLike, samples: slice) -> tuple[np.ndarray, np.ndarray | None]:
+    """Read ``input``/``target`` (None in an inputs-only file) of the given samples of a validated file.
 
     Raises :class:`DataError` if the arrays hold NaN or Inf.
     """
     path = Path(path)
     with h5py.File(path, "r") as f:
         x = f["input"][samples]
-        y = f["target"][samples]
+        y = f["target"][samples] if "target" in f else None
     for name, array in (("input", x), ("target", y)):
-        if not np.isfinite(array).all():
+        if array is not None and not np.isfinite(array).all():
             bad = int(np.argwhere(~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))[0, 0])
             first = (samples.start or 0) + bad
             raise DataError(f"{path}: '/{name}' holds NaN or Inf (first in sample {first})")

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from opformer.data.datasets import load_split
-from opformer.data.store import write_operator_dataset
+from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import check_compatible, predict, resolve_device, run_checkpoint
 from opformer.eval.plots import plot_losses, plot_predictions_1d
@@ -41,26 +41,27 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
                  batch_size: int = 32, device: str = "auto") -> Path:
     """Apply a run's best surrogate to every input of a data file, at that file's resolution.
 
-    The predictions are written (atomically) in the same format, as the file's ``target``.
+    The input file may hold inputs only. The predictions are written (atomically) in the same format, as
+    the file's ``target``.
     """
     if Path(output_path).resolve() == Path(input_path).resolve():
         raise ConfigError(f"--output {output_path}: would overwrite the input file")
     checkpoint = run_checkpoint(run_dir)
     surrogate, _ = load_surrogate(checkpoint)
-    data = load_split(input_path, "all", n_train=0, n_val=0, n_test=0)
-    check_compatible(surrogate, data.info, str(checkpoint))
+    info = read_info(input_path)
+    check_compatible(surrogate, info, str(checkpoint))
+    inputs = torch.from_numpy(read_arrays(input_path, slice(None))[0])
     dev = resolve_device(device)
     surrogate.to(dev)
     from tqdm.auto import tqdm
 
     chunks = []
-    with tqdm(total=len(data), desc="predict", unit="sample", disable=None) as bar:
-        for start in range(0, len(data), batch_size):
-            chunks.append(predict(surrogate, data.inputs[start:start + batch_size], batch_size, dev))
+    with tqdm(total=len(inputs), desc="predict", unit="sample", disable=None) as bar:
+        for start in range(0, len(inputs), batch_size):
+            chunks.append(predict(surrogate, inputs[start:start + batch_size], batch_size, dev))
             bar.update(chunks[-1].shape[0])
-    info = data.info
     solver = {"name": "opformer surrogate", "checkpoint": str(checkpoint), "model": surrogate.spec["model"]}
-    return write_operator_dataset(output_path, data.inputs.numpy(), torch.cat(chunks).numpy(), pde=info.pde,
+    return write_operator_dataset(output_path, inputs.numpy(), torch.cat(chunks).numpy(), pde=info.pde,
                                   solver=solver, domain=info.domain, seed=info.seed,
                                   input_channels=info.input_channels, target_channels=info.target_channels,
                                   extra={"prediction_of": str(info.path)})
