@@ -198,6 +198,7 @@ class Trainer:
             "best_epoch": best.get("epoch"),
             "best_val_relative_l2": best.get("val_relative_l2"),
             "parameters": sum(p.numel() for p in self.surrogate.model.parameters()),
+            "train_seconds": sum(r["seconds"] for r in self.history),
             "seconds_per_step": sum(r["seconds"] for r in self.history) / steps if steps else None,
         }
         write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
