@@ -81,7 +81,8 @@ def write_operator_dataset(
     """Write an operator data set atomically (temporary file, then rename).
 
     ``inputs``/``targets`` are channel-last ``(sample, *spatial, channels)``; ``targets=None`` writes a
-    file of inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one entry per spatial axis.
+    file of inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}``
+    with one entry per spatial axis.
     """
     path = Path(path)
     if targets is not None and inputs.shape[:-1] != targets.shape[:-1]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,18 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 @torch.no_grad()
-def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device) -> torch.Tensor:
-    """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU."""
+def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device,
+            progress: Callable[[int], object] | None = None) -> torch.Tensor:
+    """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
+
+    ``progress`` is called with the number of samples of each finished batch.
+    """
     surrogate.eval()
-    outputs = [surrogate(inputs[i:i + batch_size].to(device)).cpu() for i in range(0, inputs.shape[0], batch_size)]
+    outputs = []
+    for start in range(0, inputs.shape[0], batch_size):
+        outputs.append(surrogate(inputs[start:start + batch_size].to(device)).cpu())
+        if progress is not None:
+            progress(outputs[-1].shape[0])
     return torch.cat(outputs) if outputs else inputs.new_zeros((0,))
 
 

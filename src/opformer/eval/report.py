@@ -55,13 +55,10 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
     surrogate.to(dev)
     from tqdm.auto import tqdm
 
-    chunks = []
     with tqdm(total=len(inputs), desc="predict", unit="sample", disable=None) as bar:
-        for start in range(0, len(inputs), batch_size):
-            chunks.append(predict(surrogate, inputs[start:start + batch_size], batch_size, dev))
-            bar.update(chunks[-1].shape[0])
+        preds = predict(surrogate, inputs, batch_size, dev, progress=bar.update)
     solver = {"name": "opformer surrogate", "checkpoint": str(checkpoint), "model": surrogate.spec["model"]}
-    return write_operator_dataset(output_path, inputs.numpy(), torch.cat(chunks).numpy(), pde=info.pde,
+    return write_operator_dataset(output_path, inputs.numpy(), preds.numpy(), pde=info.pde,
                                   solver=solver, domain=info.domain, seed=info.seed,
                                   input_channels=info.input_channels, target_channels=info.target_channels,
                                   extra={"prediction_of": str(info.path)})
