@@ -54,3 +54,54 @@ def tiny_run_config(data_path, epochs: int = 3, **model) -> dict:
 def tiny_config():
     """Factory of tiny run configs (see :func:`tiny_run_config`)."""
     return tiny_run_config
+
+
+def write_toy_darcy(path, samples: int = 12, n: int = 17, seed: int = 0, square: bool = True):
+    """A smooth 2D toy operator a -> u on the closed unit square (u = 0 on the boundary), stored like Darcy."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 1, n)
+    y = x if square else np.linspace(0, 1, n - 4)
+    X, Y = np.meshgrid(x, y, indexing="ij")
+    c = rng.uniform(1, 2, size=(samples, 3, 1, 1))
+    a = c[:, 0] + c[:, 1] * np.cos(np.pi * X) * np.cos(np.pi * Y)
+    u = X * (1 - X) * Y * (1 - Y) * (c[:, 2] + X) / c[:, 0]
+    return write_operator_dataset(
+        path, a[..., None], u[..., None], pde={"name": "toy darcy"}, solver={"name": "exact"},
+        domain={"lengths": [1.0, 1.0], "periodic": [False, False]}, seed=seed,
+        input_channels=["a"], target_channels=["u"])
+
+
+@pytest.fixture
+def darcy_file(tmp_path):
+    """Path of a small toy 2D Darcy-like data set (12 samples on a 17 x 17 closed grid)."""
+    return write_toy_darcy(tmp_path / "toy_darcy.h5")
+
+
+def tiny_darcy_config(data_path, epochs: int = 2, inverse: bool = False) -> dict:
+    """A run config of a tiny 2D Galerkin Transformer on the toy Darcy data (trained at n = 9 of 17)."""
+    model = {"name": "galerkin_transformer_2d", "coarse_size": 5, "d_model": 12, "n_layers": 1, "n_head": 2,
+             "dim_ff": 16, "decoder_width": 8, "decoder_modes": 3, "decoder_head_width": 8}
+    data = {"path": str(data_path), "resolution": 9, "n_train": 8, "n_val": 2, "n_test": 2,
+            "normalize_input": "pointwise", "normalize_target": "pointwise"}
+    loss = {"name": "h1_relative", "gamma": 0.5, "weight_by_input": True}
+    if inverse:
+        model.update(decoder="pointwise", decoder_layers=2)
+        data.update(direction="inverse", target_resolution=5, input_noise=0.01)
+        loss = {"name": "relative_l2"}
+    else:
+        data["boundary"] = "dirichlet"
+    return {"seed": 0, "model": model, "data": data, "loss": loss, "optim": {"lr": 3e-3},
+            "schedule": {"name": "onecycle", "pct_start": 0.3, "div_factor": 10, "final_div_factor": 10},
+            "train": {"epochs": epochs, "batch_size": 4, "num_threads": 1}}
+
+
+@pytest.fixture
+def darcy_config():
+    """Factory of tiny 2D run configs (see :func:`tiny_darcy_config`)."""
+    return tiny_darcy_config
+
+
+@pytest.fixture
+def darcy_writer():
+    """The toy Darcy writer itself, for tests that need other grids (``square=False``)."""
+    return write_toy_darcy

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from opformer.config import apply_overrides, config_from_dict, load_config
@@ -49,3 +51,31 @@ def test_load_config_errors_name_the_file(tmp_path):
     unknown.write_text("train: {lr: 1}\n")
     with pytest.raises(ConfigError, match=r"unknown\.yaml: train\.lr: unknown key"):
         load_config(unknown)
+
+
+def test_negative_noise_and_tiny_grids_are_rejected():
+    with pytest.raises(ConfigError, match=r"data.input_noise: expected a noise level >= 0, got -0.01"):
+        config_from_dict({"data": {"input_noise": -0.01}})
+    with pytest.raises(ConfigError, match=r"data.target_resolution: expected at least 2 grid points, got 1"):
+        config_from_dict({"data": {"target_resolution": 1}})
+
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*/*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[f"{p.parent.name}/{p.name}" for p in CONFIGS])
+def test_every_shipped_config_is_valid_and_builds_its_model(path):
+    from opformer.models import build_model
+
+    config = load_config(path)
+    model = build_model(config.model)
+    if path.parent.name in ("darcy", "darcy_inverse"):
+        size = {"141": 141, "211": 211}[path.stem.split("_")[-1]]
+        assert config.data.resolution == size
+        if path.parent.name == "darcy_inverse":
+            assert config.data.direction == "inverse" and config.data.input_noise == 0.01
+            coarse = model.config.get("coarse_size") or model.config.get("output_size")
+            assert (size, coarse) in ((141, 36), (211, 71)) and config.data.target_resolution == coarse
+        elif model.config["name"] == "galerkin_transformer_2d":
+            assert (size, model.config["coarse_size"]) in ((141, 43), (211, 61))
+            assert sum(p.numel() for p in model.parameters()) == 2_220_829

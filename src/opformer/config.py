@@ -30,6 +30,18 @@ class DataConfig:
     n_test: int = 100
     normalize_input: Literal["none", "pointwise", "channel"] = "none"
     normalize_target: Literal["none", "pointwise", "channel"] = "none"
+    direction: Literal["forward", "inverse"] = "forward"  # inverse: learn stored target -> stored input
+    target_resolution: int | None = None  # target on a coarser closed grid, by block averages (inverse Darcy)
+    input_noise: float = 0.0  # eps: inputs get eps * N(0, 1) after normalisation, in training and evaluation
+    boundary: Literal["none", "dirichlet"] = "none"  # dirichlet: the output is set to zero on the boundary
+
+    def __post_init__(self) -> None:
+        if self.input_noise < 0:
+            raise ConfigError(f"data.input_noise: expected a noise level >= 0, got {self.input_noise}")
+        for key in ("resolution", "target_resolution"):
+            value = getattr(self, key)
+            if value is not None and value < 2:
+                raise ConfigError(f"data.{key}: expected at least 2 grid points, got {value}")
 
 
 @dataclass
@@ -38,6 +50,7 @@ class LossConfig:
 
     name: Literal["relative_l2", "h1_relative"] = "relative_l2"
     gamma: float = 0.1
+    weight_by_input: bool = False  # H1 term weighted by the first input channel (Darcy's coefficient a)
 
 
 @dataclass

@@ -64,3 +64,21 @@ def test_channel_normaliser_uses_one_statistic_per_channel():
     assert norm.mean.tolist() == pytest.approx([2.0, 15.5])
     assert norm.encode(data)[..., 0].abs().max() == 0
     np.testing.assert_allclose(norm.encode(data[:, ::2]).numpy(), norm.encode(data)[:, ::2].numpy())
+
+
+def test_inverse_split_swaps_input_and_target_and_block_averages_the_target(darcy_file):
+    from opformer.nn.interp_cnn import block_average
+
+    sizes = dict(n_train=8, n_val=2, n_test=2)
+    forward = load_split(darcy_file, "train", resolution=9, **sizes)
+    inverse = load_split(darcy_file, "train", resolution=9, target_resolution=5, direction="inverse", **sizes)
+    stored = load_split(darcy_file, "train", **sizes)
+    assert (forward.input_channels, forward.target_channels) == (["a"], ["u"])
+    assert (inverse.input_channels, inverse.target_channels) == (["u"], ["a"])
+    torch.testing.assert_close(inverse.inputs, forward.targets)
+    assert inverse.targets.shape == (8, 5, 5, 1)
+    # the coarse coefficient is the block average of the stored 17 x 17 one (stride 4, blocks of 5 x 5 nodes)
+    torch.testing.assert_close(inverse.targets, block_average(stored.inputs, 5))
+    torch.testing.assert_close(inverse.targets[3, 2, 2, 0], stored.inputs[3, 6:11, 6:11, 0].mean())
+    with pytest.raises(DataError, match="direction 'sideways'"):
+        load_split(darcy_file, "train", direction="sideways", **sizes)

@@ -24,9 +24,11 @@ def test_round_trip_through_config(name):
     shapes = {k: v.shape for k, v in model.state_dict().items()}
     assert {k: v.shape for k, v in rebuilt.state_dict().items()} == shapes
     rebuilt.load_state_dict(model.state_dict())
-    x = torch.randn(1, 32, 1)
+    # 1D/2D grids the model accepts: at least its coarse grid, a multiple of its output grid's cells
+    n = max(32, model.config.get("coarse_size", 0), 2 * (model.config.get("output_size") or 1) - 1)
+    x = torch.randn(1, *[n] * model.ndim, 1)
     with torch.no_grad():
-        torch.testing.assert_close(rebuilt(x), model(x))
+        torch.testing.assert_close(rebuilt.eval()(x), model.eval()(x))  # eval: no dropout
 
 
 def test_config_holds_resolved_defaults_and_overrides():
@@ -36,7 +38,7 @@ def test_config_holds_resolved_defaults_and_overrides():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: fno1d, galerkin_transformer_1d"):
+    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: fno1d, fno2d, galerkin_transformer_1d, galerkin_transformer_2d"):
         build_model({"name": "gt"})
     with pytest.raises(ConfigError, match="missing key 'name'"):
         build_model({"d_model": 4})
@@ -73,5 +75,5 @@ def test_presets_are_copies_and_unknown_preset_errors():
     config = preset("gt_burgers")
     config["d_model"] = 8
     assert "d_model" not in PRESETS["gt_burgers"]
-    with pytest.raises(ConfigError, match="valid presets: fno1d_burgers, ft_burgers"):
+    with pytest.raises(ConfigError, match="valid presets: fno1d_burgers, fno2d_darcy, fno2d_darcy_inverse, ft_burgers"):
         preset("nope")

@@ -54,3 +54,21 @@ def test_h1_loss_vanishes_for_the_exact_solution_only():
     loss = H1RelativeLoss(0.1, [1.0], [True])
     assert loss(u, u, grad).item() == 0
     assert loss(1.01 * u, u, grad).item() == pytest.approx(0.01 + math.sqrt(0.1 / n) * 0.01)
+
+
+def test_weighted_h1_loss_in_2d_by_hand():
+    # closed 5 x 5 grid of length 2 (h = 1/2); pred = x^2, whose central/one-sided differences are exactly 2x
+    n = 5
+    x = torch.linspace(0, 2, n, dtype=torch.float64)
+    X, _ = torch.meshgrid(x, x, indexing="ij")
+    pred = (X ** 2)[None, ..., None]
+    target = (X + 1)[None, ..., None]
+    target_grad = torch.stack([torch.ones_like(X), torch.zeros_like(X)], dim=-1)[None]  # grad of x + 1
+    a = torch.where(X < 1, 1.0, 3.0).to(torch.float64)[None, ..., None]
+    loss = H1RelativeLoss(0.5, [2.0, 2.0], [False, False])
+    misfit = (a[0, ..., 0] * (1 - 2 * X) ** 2).sum()
+    regulariser = math.sqrt(0.5 * 0.5 * misfit / a.sum())
+    rel = math.sqrt(((X ** 2 - X - 1) ** 2).sum() / ((X + 1) ** 2).sum())
+    assert loss(pred, target, target_grad, a).item() == pytest.approx(rel + regulariser)
+    unweighted = math.sqrt(0.5 * 0.5 * ((1 - 2 * X) ** 2).sum() / n ** 2)
+    assert loss(pred, target, target_grad).item() == pytest.approx(rel + unweighted)

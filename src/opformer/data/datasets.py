@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,6 +13,7 @@ import torch
 from opformer.data.grids import stride_for
 from opformer.data.store import DatasetInfo, read_arrays, read_info
 from opformer.errors import DataError
+from opformer.nn.interp_cnn import block_average
 from opformer.train.losses import central_difference
 
 SPLITS = ("train", "val", "test", "all")
@@ -22,7 +24,8 @@ class OperatorSplit:
     """Input/target pairs of one split on one grid, channel-last.
 
     ``target_grad`` is the derivative of the target taken on the stored (finest) grid, then sub-sampled:
-    the H1 regulariser compares the model's discrete derivative against it.
+    the H1 regulariser compares the model's discrete derivative against it. In an inverse split the stored
+    target is the input and the stored input the target (``input_channels``/``target_channels`` say which).
     """
 
     inputs: torch.Tensor
@@ -30,6 +33,8 @@ class OperatorSplit:
     target_grad: torch.Tensor
     info: DatasetInfo
     resolution: tuple[int, ...]
+    input_channels: list[str]
+    target_channels: list[str]
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
@@ -58,11 +63,19 @@ def split_range(split: str, n_train: int, n_val: int, n_test: int, n_samples: in
 
 
 def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
-               resolution: int | None = None) -> OperatorSplit:
-    """Load one split of an operator data set, sub-sampled to ``resolution`` points per axis."""
+               resolution: int | None = None, target_resolution: int | None = None,
+               direction: str = "forward") -> OperatorSplit:
+    """Load one split of an operator data set, sub-sampled to ``resolution`` points per axis.
+
+    ``direction="inverse"`` learns the inverse map: the stored target becomes the input and the stored input
+    the target (the inverse Darcy problem: solution -> coefficient). ``target_resolution`` puts the target on a
+    coarser closed grid by block averages of the stored (finest) target (:func:`block_average`).
+    """
     info = read_info(path)
     if not info.has_target:
         raise DataError(f"{info.path}: holds inputs only (no '/target'); training and evaluation need targets")
+    if direction not in ("forward", "inverse"):
+        raise DataError(f"direction {direction!r}: expected forward or inverse")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
     periodic = tuple(bool(p) for p in info.domain["periodic"])
     lengths = tuple(float(v) for v in info.domain["lengths"])
@@ -71,14 +84,34 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
         raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of "
                         f"{info.spatial_shape}")
     x, y = read_arrays(info.path, samples)
-    targets = torch.from_numpy(np.ascontiguousarray(y))
-    grad = central_difference(targets, lengths, periodic)
+    channels = [info.input_channels, info.target_channels]
+    if direction == "inverse":
+        x, y = y, x
+        channels.reverse()
     index = (slice(None),) + tuple(slice(None, None, s) for s in strides)
+    targets = torch.from_numpy(np.ascontiguousarray(y))
+    if target_resolution is not None:
+        if any(periodic) or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
+            raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid without periodic axes")
+        targets = block_average(targets, target_resolution)
+        grad = central_difference(targets, lengths, periodic)
+    else:
+        grad = central_difference(targets, lengths, periodic)[index]
+        targets = targets[index]
     inputs = torch.from_numpy(np.ascontiguousarray(x))[index].contiguous()
     return OperatorSplit(
         inputs=inputs,
-        targets=targets[index].contiguous(),
-        target_grad=grad[index].contiguous(),
+        targets=targets.contiguous(),
+        target_grad=grad.contiguous(),
         info=info,
         resolution=tuple(inputs.shape[1:-1]),
+        input_channels=list(channels[0]),
+        target_channels=list(channels[1]),
     )
+
+
+def split_options(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`load_split` that a run's data config (as a mapping) fixes."""
+    keys = ("n_train", "n_val", "n_test", "target_resolution", "direction")
+    defaults = {"target_resolution": None, "direction": "forward"}
+    return {k: data.get(k, defaults.get(k)) for k in keys}

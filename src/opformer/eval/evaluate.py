@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from opformer.data.datasets import OperatorSplit, load_split
+from opformer.data.datasets import OperatorSplit, load_split, split_options
 from opformer.data.store import DatasetInfo
 from opformer.errors import CheckpointError, DataError
 from opformer.models.surrogate import Surrogate
@@ -24,34 +24,54 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+#: Offsets added to the run's seed for the fixed input-noise realisation of each evaluated split.
+NOISE_SEED_OFFSETS = {"train": 1, "val": 2, "test": 3, "all": 4}
+
+
+def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tensor | None:
+    """``level * N(0, 1)`` of ``shape`` from a seeded CPU generator (the same on every device); None if 0."""
+    if level == 0:
+        return None
+    return level * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
 @torch.no_grad()
 def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device,
-            progress: Callable[[int], object] | None = None) -> torch.Tensor:
+            progress: Callable[[int], object] | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
 
+    ``noise`` (the shape of ``inputs``, optional) is added to the normalised inputs (see :class:`Surrogate`).
     ``progress`` is called with the number of samples of each finished batch.
     """
     surrogate.eval()
     outputs = []
     for start in range(0, inputs.shape[0], batch_size):
-        outputs.append(surrogate(inputs[start:start + batch_size].to(device)).cpu())
+        batch = slice(start, start + batch_size)
+        extra = None if noise is None else noise[batch].to(device)
+        outputs.append(surrogate(inputs[batch].to(device), extra).cpu())
         if progress is not None:
             progress(outputs[-1].shape[0])
     return torch.cat(outputs) if outputs else inputs.new_zeros((0,))
 
 
-def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device) -> torch.Tensor:
-    """Per-sample relative L2 errors of the surrogate on a split."""
-    return relative_l2_per_sample(predict(surrogate, split.inputs, batch_size, device), split.targets)
+def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device,
+                 noise_level: float = 0.0, seed: int = 0) -> torch.Tensor:
+    """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation."""
+    noise = noise_sample(tuple(split.inputs.shape), noise_level, seed)
+    return relative_l2_per_sample(predict(surrogate, split.inputs, batch_size, device, noise=noise), split.targets)
 
 
-def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str) -> None:
-    """Raise a one-line error if a data file does not fit the model a checkpoint was trained for."""
+def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
+                     channels: tuple[list[str], list[str]] | None = None) -> None:
+    """Raise a one-line error if a data file does not fit the model a checkpoint was trained for.
+
+    ``channels`` (input, target) overrides the file's own, for a split read in the inverse direction.
+    """
     data = surrogate.spec["data"]
-    if (info.ndim, info.input_channels, info.target_channels) != (
-            len(data["stored_shape"]), data["input_channels"], data["target_channels"]):
+    inputs, targets = channels or (info.input_channels, info.target_channels)
+    if (info.ndim, inputs, targets) != (len(data["stored_shape"]), data["input_channels"], data["target_channels"]):
         raise DataError(
-            f"{info.path}: {info.ndim}D data with channels {info.input_channels} -> {info.target_channels} does not "
+            f"{info.path}: {info.ndim}D data with channels {inputs} -> {targets} does not "
             f"fit {source}, a model of {len(data['stored_shape'])}D data with channels {data['input_channels']} -> "
             f"{data['target_channels']}")
 
@@ -83,7 +103,8 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
 
     ``split`` uses the run's n_train/n_val/n_test (``all`` takes every sample, for a separate test file).
-    Resolutions not seen in training are zero-shot.
+    Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
+    noise realisation of the same level (seeded by the run's seed and the split).
     """
     checkpoint = run_checkpoint(run_dir)
     surrogate, payload = load_surrogate(checkpoint)
@@ -91,11 +112,12 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     dev = resolve_device(device)
     surrogate.to(dev)
     rows = []
+    noise_level = cfg["data"].get("input_noise", 0.0)
     for resolution in resolutions:
-        data = load_split(data_path, split, n_train=cfg["data"]["n_train"], n_val=cfg["data"]["n_val"],
-                          n_test=cfg["data"]["n_test"], resolution=resolution)
-        check_compatible(surrogate, data.info, str(checkpoint))
-        errors = split_errors(surrogate, data, batch_size or scaled_batch_size(cfg, data.resolution), dev)
+        data = load_split(data_path, split, resolution=resolution, **split_options(cfg["data"]))
+        check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
+        errors = split_errors(surrogate, data, batch_size or scaled_batch_size(cfg, data.resolution), dev,
+                              noise_level=noise_level, seed=cfg["seed"] + NOISE_SEED_OFFSETS[split])
         rows.append({
             "resolution": data.resolution[0],
             "trained_at": cfg["data"]["resolution"] or data.info.spatial_shape[0],

@@ -68,3 +68,32 @@ def plot_predictions_1d(inputs: torch.Tensor, targets: torch.Tensor, preds: torc
     path = _save(fig, Path(out))
     plt.close(fig)
     return path
+
+
+def plot_predictions_2d(inputs: torch.Tensor, targets: torch.Tensor, preds: torch.Tensor,
+                        out: str | os.PathLike, names: tuple[str, str] = ("input", "target"),
+                        title: str = "") -> Path:
+    """Input (e.g. the coefficient), truth, prediction and error maps of a few 2D samples, a row each.
+
+    The fields are drawn on the closed unit square; the input and the target may be on different grids
+    (the inverse problem's coarse target).
+    """
+    plt = _pyplot()
+    count = inputs.shape[0]
+    fig, axes = plt.subplots(count, 4, figsize=(13, 3 * count), squeeze=False)
+    for i in range(count):
+        err = float((preds[i] - targets[i]).norm() / targets[i].norm())
+        panels = [(inputs[i, ..., 0], f"{names[0]}", "viridis"), (targets[i, ..., 0], f"{names[1]} (truth)", "viridis"),
+                  (preds[i, ..., 0], f"{names[1]} (prediction)", "viridis"),
+                  ((preds[i, ..., 0] - targets[i, ..., 0]).abs(), f"|error|, relative L2 {err:.2e}", "magma")]
+        for ax, (field, label, cmap) in zip(axes[i], panels):
+            image = ax.imshow(field.T.numpy(), origin="lower", extent=(0, 1, 0, 1), cmap=cmap)
+            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+            ax.set_title(f"sample {i}: {label}", fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    if title:
+        fig.suptitle(title)
+    path = _save(fig, Path(out))
+    plt.close(fig)
+    return path

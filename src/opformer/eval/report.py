@@ -7,17 +7,22 @@ from pathlib import Path
 
 import torch
 
-from opformer.data.datasets import load_split
+from opformer.data.datasets import load_split, split_options
 from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, predict, resolve_device, run_checkpoint
-from opformer.eval.plots import plot_losses, plot_predictions_1d
+from opformer.eval.evaluate import (NOISE_SEED_OFFSETS, check_compatible, noise_sample, predict, resolve_device,
+                                    run_checkpoint)
+from opformer.eval.plots import plot_losses, plot_predictions_1d, plot_predictions_2d
 from opformer.train.checkpoint import load_surrogate
 
 
 def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
              out_dir: str | os.PathLike | None = None, samples: int = 4) -> list[Path]:
-    """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution)."""
+    """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
+
+    1D: input, truth and prediction curves; 2D: input, truth, prediction and error maps (with the run's
+    input noise, if it was trained with some, as in evaluation).
+    """
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir else run_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -25,15 +30,21 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     surrogate, payload = load_surrogate(checkpoint)
     cfg = payload["run_config"]["data"]
     written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
-    data = load_split(data_path or cfg["path"], "test", n_train=cfg["n_train"], n_val=cfg["n_val"],
-                      n_test=min(samples, cfg["n_test"]), resolution=cfg["resolution"])
-    check_compatible(surrogate, data.info, str(checkpoint))
-    if data.info.ndim != 1:
+    options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
+    data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
+    check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
+    if data.info.ndim > 2:
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
-    preds = predict(surrogate, data.inputs, len(data), torch.device("cpu"))
-    written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
-                                       out / "predictions.png", title=f"{run_dir.name}: test samples, "
-                                       f"n = {data.resolution[0]}"))
+    noise = noise_sample(tuple(data.inputs.shape), cfg.get("input_noise", 0.0),
+                         payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
+    preds = predict(surrogate, data.inputs, len(data), torch.device("cpu"), noise=noise)
+    title = f"{run_dir.name}: test samples, n = {data.resolution[0]}"
+    if data.info.ndim == 1:
+        written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
+                                           out / "predictions.png", title=title))
+    else:
+        names = (", ".join(data.input_channels), ", ".join(data.target_channels))
+        written.append(plot_predictions_2d(data.inputs, data.targets, preds, out / "predictions.png", names, title))
     return written
 
 

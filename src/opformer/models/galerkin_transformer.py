@@ -20,6 +20,8 @@ class GalerkinTransformer1d(nn.Module):
     GT ("galerkin"), FT ("fourier"), ST ("softmax") or LT ("linear") variant.
     """
 
+    ndim = 1  # spatial dimensions of the input
+
     def __init__(
         self,
         in_channels: int = 1,

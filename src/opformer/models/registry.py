@@ -12,12 +12,15 @@ from typing import Any
 from torch import nn
 
 from opformer.errors import ConfigError
-from opformer.models.fno import FNO1d
+from opformer.models.fno import FNO1d, FNO2d
 from opformer.models.galerkin_transformer import GalerkinTransformer1d
+from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
 
 MODELS: dict[str, type[nn.Module]] = {
     "galerkin_transformer_1d": GalerkinTransformer1d,
+    "galerkin_transformer_2d": GalerkinTransformer2d,
     "fno1d": FNO1d,
+    "fno2d": FNO2d,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -28,6 +31,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "lt_burgers": {"name": "galerkin_transformer_1d", "attention_type": "linear"},
     # FNO1d baseline of the same example: 549,569 parameters.
     "fno1d_burgers": {"name": "fno1d", "width": 64, "modes": 16, "n_layers": 4},
+    # Cao 2021, Example 5.2 (forward Darcy) at (n_f, n_c) = (141, 43): 2,220,829 parameters.
+    "gt_darcy": {"name": "galerkin_transformer_2d", "attention_type": "galerkin", "coarse_size": 43},
+    "ft_darcy": {"name": "galerkin_transformer_2d", "attention_type": "fourier", "coarse_size": 43},
+    "fno2d_darcy": {"name": "fno2d", "width": 32, "modes": 12, "n_layers": 4},
+    # Example 5.3 (inverse Darcy) at (141, 36): d = 192, point-wise regressor on the coarse grid, dropout 0.05.
+    "gt_darcy_inverse": {
+        "name": "galerkin_transformer_2d", "attention_type": "galerkin", "coarse_size": 36, "d_model": 192,
+        "dim_ff": 384, "decoder": "pointwise", "decoder_width": 384, "decoder_layers": 3,
+        "attention_dropout": 0.05, "ffn_dropout": 0.05, "downsample_dropout": 0.05, "decoder_dropout": 0.05,
+    },
+    "fno2d_darcy_inverse": {"name": "fno2d", "width": 32, "modes": 12, "n_layers": 4, "output_size": 36},
 }
 
 _SIMPLE_TYPES = (bool, int, float, str)

@@ -11,11 +11,21 @@ from opformer.data.normalize import UnitGaussianNormalizer
 from opformer.models.registry import build_model
 
 
+def zero_boundary(y: torch.Tensor) -> torch.Tensor:
+    """``y`` ``(batch, *spatial, channels)`` with every boundary point of every spatial axis set to zero."""
+    mask = torch.ones(y.shape[1:-1], dtype=y.dtype, device=y.device)
+    for axis in range(mask.dim()):
+        mask.narrow(axis, 0, 1).zero_()
+        mask.narrow(axis, mask.shape[axis] - 1, 1).zero_()
+    return y * mask.unsqueeze(-1)
+
+
 class Surrogate(nn.Module):
     """What is trained, checkpointed and applied: ``decode(model(encode(x)))`` in physical units.
 
-    ``spec`` is a JSON-serialisable description (model config, normaliser settings, data signature) from
-    which :meth:`from_spec` rebuilds an identical module without the original YAML.
+    ``spec`` is a JSON-serialisable description (model config, normaliser settings, data signature, output
+    boundary condition) from which :meth:`from_spec` rebuilds an identical module without the original YAML.
+    With ``spec["boundary"] == "dirichlet"`` the de-normalised output is set to zero on the boundary.
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -27,14 +37,24 @@ class Surrogate(nn.Module):
         shape = tuple(data["stored_shape"])
         self.input_normalizer = UnitGaussianNormalizer(spec["normalize_input"], shape, len(data["input_channels"]),
                                                        periodic)
-        self.target_normalizer = UnitGaussianNormalizer(spec["normalize_target"], shape,
+        self.target_normalizer = UnitGaussianNormalizer(spec["normalize_target"],
+                                                        tuple(data.get("target_shape", shape)),
                                                         len(data["target_channels"]), periodic)
+        self.dirichlet = spec.get("boundary", "none") == "dirichlet"
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Surrogate:
         """Rebuild from :attr:`spec` (e.g. as stored in a checkpoint)."""
         return cls(spec)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Predict targets in physical units from inputs in physical units (channel-last)."""
-        return self.target_normalizer.decode(self.model(self.input_normalizer.encode(x)))
+    def forward(self, x: torch.Tensor, input_noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Predict targets in physical units from inputs in physical units (channel-last).
+
+        ``input_noise`` (the shape of ``x``) is added to the *normalised* input: with a point-wise normaliser,
+        ``eps * N(0, 1)`` there is noise of ``eps`` times the training data's per-point standard deviation.
+        """
+        z = self.input_normalizer.encode(x)
+        if input_noise is not None:
+            z = z + input_noise
+        y = self.target_normalizer.decode(self.model(z))
+        return zero_boundary(y) if self.dirichlet else y

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from opformer.nn.mlp import FeedForward
+from opformer.nn.mlp import FeedForward, make_activation
 from opformer.nn.spectral import FourierLayer
 
 
@@ -42,3 +42,24 @@ class SpectralRegressor(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.head(x)
+
+
+class PointwiseRegressor(nn.Module):
+    """Point-wise MLP decoder (the inverse problem's regressor, Cao 2021 Example 5.3).
+
+    ``Linear(in, width) -> act -> dropout`` followed by ``n_layers - 1`` blocks ``Linear(width, width) -> act
+    -> dropout`` and ``Linear(width, out_channels)``, applied at every grid point. Channel-last input.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, width: int, n_layers: int = 2,
+                 activation: str = "silu", dropout: float = 0.0) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for c_in in [in_channels] + [width] * (n_layers - 1):
+            layers += [nn.Linear(c_in, width), make_activation(activation), nn.Dropout(dropout)]
+        layers.append(nn.Linear(width, out_channels))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Decode ``x`` ``(batch, *spatial, in_channels)`` to ``(batch, *spatial, out_channels)``."""
+        return self.net(x)

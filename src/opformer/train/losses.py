@@ -48,11 +48,14 @@ def central_difference(u: torch.Tensor, lengths: Sequence[float], periodic: Sequ
 
 
 class H1RelativeLoss(nn.Module):
-    """Relative L2 plus the paper's H1-seminorm regulariser, averaged over the batch (1D form).
+    """Relative L2 plus the paper's H1-seminorm regulariser, averaged over the batch (any dimension).
 
-    ``loss_i = sqrt(sum (u_hat - u)^2 / sum u^2) + sqrt(gamma * h * sum (u' - D_h u_hat)^2 / sum u'^2)``
-    with ``D_h`` the central difference on the training grid of mesh size ``h`` and ``u'`` the derivative
-    of the target taken on the finest grid (passed in as ``target_grad``).
+    ``loss_i = sqrt(sum (u_hat - u)^2 / sum u^2) + sqrt(gamma * h * sum w |grad u - D_h u_hat|^2 / sum w |grad u|^2)``
+    with ``D_h`` the central difference on the training grid of mesh size ``h`` (of the first axis),
+    ``grad u`` the derivative of the target taken on the finest grid (passed in as ``target_grad``), sums
+    over grid points and gradient components, and ``w`` a point-wise weight: 1, or the coefficient ``a`` of
+    Darcy flow (the paper's ``||a grad(T(a) - u)||`` regulariser, Example 5.2). In 1D with ``w = 1`` this is
+    appendix C.1's formula.
     """
 
     def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[bool]) -> None:
@@ -61,12 +64,15 @@ class H1RelativeLoss(nn.Module):
         self.lengths = tuple(lengths)
         self.periodic = tuple(periodic)
 
-    def forward(self, pred: torch.Tensor, target: torch.Tensor, target_grad: torch.Tensor) -> torch.Tensor:
-        """Loss of a batch; ``target_grad`` has the layout of :func:`central_difference`'s output."""
+    def forward(self, pred: torch.Tensor, target: torch.Tensor, target_grad: torch.Tensor,
+                weight: torch.Tensor | None = None) -> torch.Tensor:
+        """Loss of a batch; ``target_grad`` has the layout of :func:`central_difference`'s output and
+        ``weight`` (optional) is ``(batch, *spatial, 1)``."""
         n = pred.shape[1]
         h = self.lengths[0] / (n if self.periodic[0] else n - 1)
         pred_grad = central_difference(pred, self.lengths, self.periodic)
-        misfit = (target_grad - pred_grad).flatten(1).pow(2).sum(dim=1)
-        scale = target_grad.flatten(1).pow(2).sum(dim=1)
+        w = 1.0 if weight is None else weight
+        misfit = (w * (target_grad - pred_grad).pow(2)).flatten(1).sum(dim=1)
+        scale = (w * target_grad.pow(2)).flatten(1).sum(dim=1)
         regulariser = torch.sqrt(self.gamma * h * misfit / scale)
         return (relative_l2_per_sample(pred, target) + regulariser).mean()

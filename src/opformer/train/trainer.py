@@ -4,6 +4,7 @@ atomic checkpoints every epoch and exact resumption."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -17,10 +18,10 @@ import yaml
 from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_from_dict, config_to_dict
-from opformer.data.datasets import load_split
+from opformer.data.datasets import load_split, split_options
 from opformer.data.store import DatasetInfo, atomic_path
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from opformer.eval.evaluate import resolve_device, split_errors
+from opformer.eval.evaluate import NOISE_SEED_OFFSETS, resolve_device, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.losses import H1RelativeLoss, relative_l2
@@ -65,17 +66,20 @@ class Trainer:
         data = config.data
         if not data.path:
             raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
-        sizes = dict(n_train=data.n_train, n_val=data.n_val, n_test=data.n_test)
-        self.train_data = load_split(data.path, "train", resolution=data.resolution, **sizes)
-        self.val_data = load_split(data.path, "val", resolution=data.resolution, **sizes)
+        self.split_options = split_options(dataclasses.asdict(data))
+        self.train_data = load_split(data.path, "train", resolution=data.resolution, **self.split_options)
+        self.val_data = load_split(data.path, "val", resolution=data.resolution, **self.split_options)
         info = self.train_data.info
+        target_shape = ([data.target_resolution] * info.ndim if data.target_resolution
+                        else list(info.spatial_shape))
         spec = {
             "model": dict(config.model),
             "normalize_input": data.normalize_input,
             "normalize_target": data.normalize_target,
             "data": {"stored_shape": list(info.spatial_shape), "periodic": list(info.domain["periodic"]),
-                     "lengths": list(info.domain["lengths"]), "input_channels": info.input_channels,
-                     "target_channels": info.target_channels},
+                     "lengths": list(info.domain["lengths"]), "input_channels": self.train_data.input_channels,
+                     "target_channels": self.train_data.target_channels, "target_shape": target_shape},
+            "boundary": data.boundary,
         }
         torch.manual_seed(config.seed)  # the initial weights depend on the seed only
         self.surrogate = Surrogate(spec)
@@ -86,7 +90,7 @@ class Trainer:
         if config.loss.name == "h1_relative":
             self.loss = H1RelativeLoss(config.loss.gamma, info.domain["lengths"], info.domain["periodic"])
         else:
-            self.loss = lambda pred, target, _grad: relative_l2(pred, target)
+            self.loss = lambda pred, target, _grad, _weight: relative_l2(pred, target)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         steps_per_epoch = math.ceil(len(self.train_data) / config.train.batch_size)
         self.scheduler = build_scheduler(self.optimizer, config.schedule, config.train.epochs * steps_per_epoch)
@@ -97,7 +101,8 @@ class Trainer:
     def _check_data_fit(self, info: DatasetInfo) -> None:
         """The model's channels and domain must be those of the data."""
         model_cfg = self.surrogate.model.config
-        for key, names in (("in_channels", info.input_channels), ("out_channels", info.target_channels)):
+        split = self.train_data
+        for key, names in (("in_channels", split.input_channels), ("out_channels", split.target_channels)):
             if key in model_cfg and model_cfg[key] != len(names):
                 raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
@@ -106,11 +111,17 @@ class Trainer:
                 if key in model_cfg and model_cfg[key] != value:
                     raise ConfigError(f"model.{key}: is {model_cfg[key]!r} but the domain of {info.path} "
                                       f"has {key} {value!r}")
+        with torch.no_grad():  # one sample through the model: grid and output shape must fit the data
+            out = self.surrogate.model.eval()(split.inputs[:1])
+        if tuple(out.shape[1:]) != tuple(split.targets.shape[1:]):
+            raise ConfigError(f"model: outputs {tuple(out.shape[1:])} per sample but the targets of {info.path} are "
+                              f"{tuple(split.targets.shape[1:])} (check data.resolution, data.target_resolution "
+                              "and the model's grid sizes)")
 
     def _fit_normalizers(self) -> None:
         data = self.config.data
         if "pointwise" in (data.normalize_input, data.normalize_target):
-            stored = load_split(data.path, "train", n_train=data.n_train, n_val=data.n_val, n_test=data.n_test)
+            stored = load_split(data.path, "train", **self.split_options)
         else:
             stored = self.train_data
         self.surrogate.input_normalizer.fit(stored.inputs)
@@ -143,9 +154,12 @@ class Trainer:
         generator = torch.Generator().manual_seed(seed)
         self.surrogate.train()
         total, count = 0.0, 0
+        data = self.config.data
         for step, (x, y, dy) in enumerate(self.train_data.batches(self.config.train.batch_size, generator)):
+            noise = data.input_noise * torch.randn(x.shape, generator=generator) if data.input_noise else None
             x, y, dy = x.to(self.device), y.to(self.device), dy.to(self.device)
-            loss = self.loss(self.surrogate(x), y, dy)
+            pred = self.surrogate(x, None if noise is None else noise.to(self.device))
+            loss = self.loss(pred, y, dy, x[..., :1] if self.config.loss.weight_by_input else None)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
@@ -173,7 +187,8 @@ class Trainer:
             train_loss = self._train_epoch(epoch)
             seconds = time.perf_counter() - start
             val = float(split_errors(self.surrogate, self.val_data, self.config.train.eval_batch_size,
-                                     self.device).mean())
+                                     self.device, noise_level=self.config.data.input_noise,
+                                     seed=self.config.seed + NOISE_SEED_OFFSETS["val"]).mean())
             record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
                       "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
             self.history.append(record)

@@ -1,0 +1,79 @@
+"""The one trainer on 2D data: Darcy-like forward and inverse problems (Cao 2021, Examples 5.2-5.3)."""
+
+import csv
+
+import pytest
+import torch
+
+from opformer.config import config_from_dict
+from opformer.data.datasets import load_split
+from opformer.errors import ConfigError, DataError
+from opformer.eval.evaluate import evaluate_run, predict, split_errors
+from opformer.train.checkpoint import load_surrogate
+from opformer.train.trainer import Trainer, train
+
+
+def best_val(run):
+    with open(run / "metrics.csv") as f:
+        return min(float(r["val_relative_l2"]) for r in csv.DictReader(f))
+
+
+def test_forward_problem_imposes_the_dirichlet_boundary_and_selects_on_validation(tmp_path, darcy_file,
+                                                                                   darcy_config):
+    run = tmp_path / "fwd"
+    train(config_from_dict(darcy_config(darcy_file, epochs=2)), run)
+    surrogate, _ = load_surrogate(run / "best.pt")
+    test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
+    pred = predict(surrogate, test.inputs, 2, torch.device("cpu"))
+    assert pred.shape == (2, 9, 9, 1)
+    assert pred[:, 0].abs().max() == 0 and pred[:, -1].abs().max() == 0
+    assert pred[:, :, 0].abs().max() == 0 and pred[:, :, -1].abs().max() == 0
+    assert pred[:, 1:-1, 1:-1].abs().min() > 0
+    (row,) = evaluate_run(run, darcy_file, [9], split="val")
+    assert row["relative_l2"] == pytest.approx(best_val(run), rel=1e-5)
+    rows = evaluate_run(run, darcy_file, [9, 17])  # zero-shot on the stored grid
+    assert [r["resolution"] for r in rows] == [9, 17]
+
+
+def test_inverse_problem_evaluates_with_a_fixed_noise_realisation(tmp_path, darcy_file, darcy_config):
+    run = tmp_path / "inv"
+    train(config_from_dict(darcy_config(darcy_file, epochs=2, inverse=True)), run)
+    (first,) = evaluate_run(run, darcy_file, [9], split="val")
+    (again,) = evaluate_run(run, darcy_file, [9], split="val")
+    assert first == again
+    assert first["relative_l2"] == pytest.approx(best_val(run), rel=1e-5)  # the noise validation used
+    surrogate, _ = load_surrogate(run / "best.pt")
+    val = load_split(darcy_file, "val", n_train=8, n_val=2, n_test=2, resolution=9, target_resolution=5,
+                     direction="inverse")
+    clean = float(split_errors(surrogate, val, 2, torch.device("cpu")).mean())
+    assert clean != pytest.approx(first["relative_l2"], rel=1e-6)
+
+
+def test_model_grid_that_does_not_fit_the_targets_is_a_config_error(tmp_path, darcy_file, darcy_config):
+    config = darcy_config(darcy_file, inverse=True)
+    config["model"]["coarse_size"] = 3
+    with pytest.raises(ConfigError, match=r"model: outputs \(3, 3, 1\) per sample but the targets of .* are "
+                                          r"\(5, 5, 1\)"):
+        Trainer(config_from_dict(config), tmp_path / "run")
+
+
+def test_non_square_data_and_a_coarse_grid_finer_than_the_data_are_errors(tmp_path, darcy_config, darcy_writer):
+    narrow = darcy_writer(tmp_path / "narrow.h5", square=False)
+    config = darcy_config(narrow)
+    config["data"]["resolution"] = None
+    with pytest.raises(DataError, match="expected a square grid"):
+        Trainer(config_from_dict(config), tmp_path / "a")
+    config = darcy_config(darcy_writer(tmp_path / "square.h5"))
+    config["model"]["coarse_size"] = 11
+    with pytest.raises(DataError, match=r"the coarse grid \(11\) is larger than the input grid \(9\)"):
+        Trainer(config_from_dict(config), tmp_path / "b")
+
+
+def test_plot_writes_2d_prediction_maps(tmp_path, darcy_file, darcy_config):
+    from opformer.eval.report import plot_run
+
+    run = tmp_path / "inv"
+    train(config_from_dict(darcy_config(darcy_file, epochs=1, inverse=True)), run)
+    paths = plot_run(run, out_dir=tmp_path / "plots", samples=2)
+    assert [p.name for p in paths] == ["losses.png", "predictions.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in paths)
