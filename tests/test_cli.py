@@ -176,3 +176,30 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize(("sets", "needles"), [
+    (["data.resolution=8"], ["resolution 8 is not a strided sub-sample of the stored 17 points", "valid: 17, 9, 5"]),
+    (["model.coarse_size=13"], ["the coarse grid (13) is larger than the input grid (9)"]),
+    (["data.input_noise=-0.1"], ["data.input_noise: expected a noise level >= 0, got -0.1"]),
+    (["data.target_resolution=4", "data.direction=inverse"], ["data.target_resolution: resolution 4 is not a strided sub-sample of the stored 17 points"]),
+])
+def test_bad_2d_settings_are_one_line_errors(capsys, tmp_path, darcy_file, darcy_config, sets, needles):
+    config = tmp_path / "darcy.yaml"
+    config.write_text(yaml.safe_dump(darcy_config(darcy_file)))
+    args = ["train", config, "--out", tmp_path / "run"]
+    for item in sets:
+        args += ["--set", item]
+    code, _, err = run_cli(capsys, *args)
+    one_line_error(code, err, *needles)
+    assert not (tmp_path / "run").exists()
+
+
+def test_non_square_2d_data_is_a_one_line_error(capsys, tmp_path, darcy_writer, darcy_config):
+    data = darcy_writer(tmp_path / "narrow.h5", square=False)
+    cfg = darcy_config(data)
+    cfg["data"]["resolution"] = None
+    config = tmp_path / "narrow.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli(capsys, "train", config, "--out", tmp_path / "run")
+    one_line_error(code, err, "expected a square grid (batch, n, n, channels), got (1, 17, 13, 1)")

@@ -93,6 +93,7 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
     if target_resolution is not None:
         if any(periodic) or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
             raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid without periodic axes")
+        stride_for(info.spatial_shape[0], target_resolution, False, f"{info.path}: data.target_resolution")
         targets = block_average(targets, target_resolution)
         grad = central_difference(targets, lengths, periodic)
     else:
