@@ -105,3 +105,31 @@ def darcy_config():
 def darcy_writer():
     """The toy Darcy writer itself, for tests that need other grids (``square=False``)."""
     return write_toy_darcy
+
+
+def write_toy_heat(path, samples: int = 10, n: int = 16, frames: int = 12, dt: float = 0.05, seed: int = 0):
+    """Exact solutions of the 2D heat equation u_t = nu lap u on the periodic unit square (a trajectory data
+    set): a few Fourier modes decaying at exp(-nu |2 pi k|^2 t)."""
+    from opformer.data.store import write_trajectory_dataset
+
+    rng = np.random.default_rng(seed)
+    x = np.arange(n) / n
+    X, Y = np.meshgrid(x, x, indexing="ij")
+    t = dt * np.arange(frames)
+    nu = 0.02
+    fields = np.zeros((samples, frames, n, n, 1))
+    for kx, ky in ((1, 0), (0, 1), (1, 1), (2, 1)):
+        rate = nu * (2 * np.pi) ** 2 * (kx ** 2 + ky ** 2)
+        amp = rng.normal(size=(samples, 1, 1, 1))
+        phase = rng.uniform(0, 2 * np.pi, size=(samples, 1, 1, 1))
+        fields[..., 0] += amp * np.exp(-rate * t)[None, :, None, None] * np.sin(
+            2 * np.pi * (kx * X + ky * Y)[None, None] + phase)
+    return write_trajectory_dataset(path, fields, t, pde={"name": "heat", "nu": nu}, solver={"name": "exact"},
+                                    domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=seed,
+                                    channels=["u"])
+
+
+@pytest.fixture
+def heat_file(tmp_path):
+    """Path of a toy trajectory data set (10 trajectories of 12 frames on a 16 x 16 periodic grid)."""
+    return write_toy_heat(tmp_path / "heat.h5")

@@ -88,6 +88,41 @@ class TrainConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Time-dependent problems (trajectory data): windows, the training strategy and rollout evaluation.
+
+    A model maps ``t_in`` frames to the next ``t_out`` (temporal bundling). ``one_step`` trains on one call
+    (teacher forcing); ``unroll`` chains ``unroll_steps`` calls with gradients through all of them;
+    ``pushforward`` chains ``unroll_steps - 1`` calls without gradient and trains on the last one. With
+    ``curriculum_epochs > 0`` the number of calls grows linearly from 1 to ``unroll_steps`` over those epochs.
+    ``noise`` adds Gaussian noise of that fraction of each input's RMS (per sample and channel) to the
+    model's input in training.
+    """
+
+    t_in: int = 10
+    t_out: int = 1
+    strategy: Literal["one_step", "unroll", "pushforward"] = "one_step"
+    unroll_steps: int = 1
+    curriculum_epochs: int = 0
+    windows: Literal["all", "random"] = "all"  # every window start, or one random start per trajectory
+    noise: float = 0.0
+    time_stride: int = 1  # sub-sample the stored frames in time
+    eval_frames: int | None = None  # frames rolled out in evaluation after the t_in given ones (None: all)
+
+    def __post_init__(self) -> None:
+        for key in ("t_in", "t_out", "unroll_steps", "time_stride"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"rollout.{key}: expected a positive integer, got {getattr(self, key)}")
+        if self.strategy == "one_step" and self.unroll_steps != 1:
+            raise ConfigError(f"rollout.unroll_steps: is {self.unroll_steps} but strategy one_step makes one call; "
+                              "use strategy unroll or pushforward")
+        if self.noise < 0 or self.curriculum_epochs < 0:
+            raise ConfigError("rollout.noise and rollout.curriculum_epochs: expected values >= 0")
+        if self.eval_frames is not None and self.eval_frames < 1:
+            raise ConfigError(f"rollout.eval_frames: expected a positive number of frames, got {self.eval_frames}")
+
+
+@dataclass
 class RunConfig:
     """Everything that defines a training run."""
 
@@ -97,6 +132,7 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
     seed: int = 1127802
 
 

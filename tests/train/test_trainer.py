@@ -69,7 +69,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, toy_file, t
     train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
     before = (run / "last.pt").read_bytes()
     trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=3)), run)
-    trainer.loss = lambda pred, target, grad, weight: (pred * float("nan")).mean()
+    trainer.task.loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("nan")).mean()
     with pytest.raises(TrainingDiverged, match=r"loss is nan at epoch 1, step 1; training stopped \(last good "):
         trainer.fit()
     assert (run / "last.pt").read_bytes() == before

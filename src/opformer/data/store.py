@@ -7,6 +7,12 @@ An *operator* data set holds input/target pairs on one grid (see docs/data-forma
                                                file of inputs awaiting prediction)
     attrs: format, format_version, kind, pde (JSON), solver (JSON), domain (JSON), seed,
            opformer_version, created, input_channels (JSON), target_channels (JSON)
+
+A *trajectory* data set holds solutions of a time-dependent PDE, frame by frame::
+
+    /fields  (sample, time, *spatial, channels)  float32, chunked one frame per chunk
+    /times   (time,)                             float64, strictly increasing
+    attrs: as above, with channels (JSON) in place of input_channels/target_channels
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ from opformer.errors import DataError
 
 FORMAT_NAME = "opformer"
 FORMAT_VERSION = 1
-KINDS = ("operator",)
-JSON_ATTRS = ("pde", "solver", "domain", "input_channels", "target_channels")
-REQUIRED_ATTRS = ("format", "format_version", "kind", "seed", "opformer_version", "created") + JSON_ATTRS
+KINDS = ("operator", "trajectory")
+JSON_ATTRS = ("pde", "solver", "domain", "input_channels", "target_channels", "channels")
+COMMON_ATTRS = ("format", "format_version", "kind", "seed", "opformer_version", "created", "pde", "solver",
+                "domain")
+REQUIRED_ATTRS = COMMON_ATTRS + ("input_channels", "target_channels")  # of an operator data set
+TRAJECTORY_ATTRS = COMMON_ATTRS + ("channels",)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class DatasetInfo:
     domain: dict[str, Any]
     seed: int
     extra: dict[str, Any] = field(default_factory=dict)
+    times: tuple[float, ...] = ()  # the frames' time stamps (trajectory data sets)
 
     @property
     def ndim(self) -> int:
@@ -63,6 +73,31 @@ def atomic_path(path: Path) -> Path:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
     return Path(tmp)
+
+
+def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[int, ...]],
+           attrs: dict[str, Any]) -> Path:
+    """Write datasets and attributes to a temporary file, then rename it to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = atomic_path(path)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, array in arrays.items():
+                f.create_dataset(name, data=array, chunks=chunks.get(name))
+            stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
+                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            for key, value in {**stamp, **attrs}.items():
+                f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _check_domain(path: Path, domain: dict[str, Any], ndim: int) -> None:
+    for key in ("lengths", "periodic"):
+        if len(domain.get(key, ())) != ndim:
+            raise DataError(f"{path}: domain['{key}'] must have {ndim} entries")
 
 
 def write_operator_dataset(
@@ -89,37 +124,41 @@ def write_operator_dataset(
         raise DataError(f"{path}: input grid {inputs.shape[:-1]} differs from target grid {targets.shape[:-1]}")
     if inputs.shape[-1] != len(input_channels) or (targets is not None and targets.shape[-1] != len(target_channels)):
         raise DataError(f"{path}: channel names do not match the channel dimension of the arrays")
-    ndim = inputs.ndim - 2
-    for key in ("lengths", "periodic"):
-        if len(domain.get(key, ())) != ndim:
-            raise DataError(f"{path}: domain['{key}'] must have {ndim} entries")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_path(path)
-    try:
-        with h5py.File(tmp, "w") as f:
-            for name, array in (("input", inputs), ("target", targets)):
-                if array is None:
-                    continue
-                f.create_dataset(name, data=np.asarray(array, dtype=np.float32), chunks=(1, *array.shape[1:]))
-            attrs = {
-                "format": FORMAT_NAME,
-                "format_version": FORMAT_VERSION,
-                "kind": "operator",
-                "seed": int(seed),
-                "opformer_version": __version__,
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "pde": pde,
-                "solver": solver,
-                "domain": domain,
-                "input_channels": input_channels,
-                "target_channels": target_channels,
-            }
-            for key, value in {**attrs, **(extra or {})}.items():
-                f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    _check_domain(path, domain, inputs.ndim - 2)
+    arrays = {name: np.asarray(a, dtype=np.float32) for name, a in (("input", inputs), ("target", targets))
+              if a is not None}
+    attrs = {"kind": "operator", "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
+             "input_channels": input_channels, "target_channels": target_channels, **(extra or {})}
+    return _write(path, arrays, {k: (1, *a.shape[1:]) for k, a in arrays.items()}, attrs)
+
+
+def write_trajectory_dataset(
+    path: str | os.PathLike,
+    fields: np.ndarray,
+    times: np.ndarray,
+    *,
+    pde: dict[str, Any],
+    solver: dict[str, Any],
+    domain: dict[str, Any],
+    seed: int,
+    channels: list[str],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a trajectory data set atomically: ``fields`` ``(sample, time, *spatial, channels)`` at ``times``."""
+    path = Path(path)
+    times = np.asarray(times, dtype=np.float64)
+    if fields.ndim < 4 or times.shape != (fields.shape[1],):
+        raise DataError(f"{path}: fields {fields.shape} must be (sample, time, *spatial, channels) with one time "
+                        f"stamp per frame (got {times.shape[0] if times.ndim else 0} stamps)")
+    if fields.shape[-1] != len(channels):
+        raise DataError(f"{path}: channel names do not match the channel dimension of the fields")
+    if times.size > 1 and not np.all(np.diff(times) > 0):
+        raise DataError(f"{path}: time stamps must increase strictly")
+    _check_domain(path, domain, fields.ndim - 3)
+    attrs = {"kind": "trajectory", "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
+             "channels": channels, **(extra or {})}
+    arrays = {"fields": np.asarray(fields, dtype=np.float32), "times": times}
+    return _write(path, arrays, {"fields": (1, 1, *fields.shape[2:])}, attrs)
 
 
 def _decode(path: Path, attrs: h5py.AttributeManager, key: str) -> Any:
@@ -134,6 +173,43 @@ def _decode(path: Path, attrs: h5py.AttributeManager, key: str) -> Any:
     return value
 
 
+def _dataset(path: Path, f: h5py.File, name: str) -> h5py.Dataset:
+    if name not in f:
+        raise DataError(f"{path}: missing dataset '/{name}'")
+    if not isinstance(f[name], h5py.Dataset):
+        raise DataError(f"{path}: '/{name}' is not a dataset")
+    return f[name]
+
+
+def _operator_shape(path: Path, f: h5py.File, attrs: dict[str, Any]) -> tuple[int, tuple[int, ...], dict[str, Any]]:
+    """Samples, spatial shape and kind-specific fields of an operator data set."""
+    x = _dataset(path, f, "input")
+    y = _dataset(path, f, "target") if "target" in f else x  # an inputs-only file: only the input is checked
+    if x.ndim < 3 or x.shape[:-1] != y.shape[:-1]:
+        raise DataError(f"{path}: '/input' {x.shape} and '/target' {y.shape} must be "
+                        "(sample, *spatial, channels) on the same grid")
+    if x.shape[-1] != len(attrs["input_channels"]) or ("target" in f and y.shape[-1] != len(attrs["target_channels"])):
+        raise DataError(f"{path}: channel counts do not match 'input_channels'/'target_channels'")
+    return int(x.shape[0]), tuple(int(s) for s in x.shape[1:-1]), {
+        "input_channels": list(attrs["input_channels"]), "target_channels": list(attrs["target_channels"]),
+        "has_target": "target" in f}
+
+
+def _trajectory_shape(path: Path, f: h5py.File, attrs: dict[str, Any]) -> tuple[int, tuple[int, ...], dict[str, Any]]:
+    """Samples, spatial shape and kind-specific fields of a trajectory data set."""
+    fields = _dataset(path, f, "fields")
+    times = _dataset(path, f, "times")[()]
+    if fields.ndim < 4 or times.shape != (fields.shape[1],):
+        raise DataError(f"{path}: '/fields' {fields.shape} must be (sample, time, *spatial, channels) with "
+                        f"one entry of '/times' {times.shape} per frame")
+    if fields.shape[-1] != len(attrs["channels"]):
+        raise DataError(f"{path}: channel count of '/fields' does not match 'channels'")
+    channels = list(attrs["channels"])
+    return int(fields.shape[0]), tuple(int(s) for s in fields.shape[2:-1]), {
+        "input_channels": channels, "target_channels": channels, "has_target": True,
+        "times": tuple(float(t) for t in times)}
+
+
 def read_info(path: str | os.PathLike) -> DatasetInfo:
     """Open ``path`` and validate its schema; raise a one-line :class:`DataError` if it is not valid."""
     path = Path(path)
@@ -141,7 +217,9 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
         raise DataError(f"{path}: no such data file")
     try:
         with h5py.File(path, "r") as f:
-            missing = [k for k in REQUIRED_ATTRS if k not in f.attrs]
+            kind = _decode(path, f.attrs, "kind") if "kind" in f.attrs else None
+            required = TRAJECTORY_ATTRS if kind == "trajectory" else REQUIRED_ATTRS
+            missing = [k for k in required if k not in f.attrs]
             if missing:
                 raise DataError(f"{path}: not an opformer data set (missing attributes: {', '.join(missing)})")
             attrs = {k: _decode(path, f.attrs, k) for k in f.attrs}
@@ -150,40 +228,43 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
                                 f"by this opformer (expects {FORMAT_NAME!r} v<={FORMAT_VERSION})")
             if attrs["kind"] not in KINDS:
                 raise DataError(f"{path}: unknown data-set kind {attrs['kind']!r}; expected one of {', '.join(KINDS)}")
-            for name in ("input", "target"):
-                if name in f and not isinstance(f[name], h5py.Dataset):
-                    raise DataError(f"{path}: '/{name}' is not a dataset")
-            if "input" not in f:
-                raise DataError(f"{path}: missing dataset '/input'")
-            x = f["input"]
-            y = f["target"] if "target" in f else x  # an inputs-only file: only the input is checked
-            if x.ndim < 3 or x.shape[:-1] != y.shape[:-1]:
-                raise DataError(f"{path}: '/input' {x.shape} and '/target' {y.shape} must be "
-                                "(sample, *spatial, channels) on the same grid")
-            if x.shape[-1] != len(attrs["input_channels"]) or (
-                    "target" in f and y.shape[-1] != len(attrs["target_channels"])):
-                raise DataError(f"{path}: channel counts do not match 'input_channels'/'target_channels'")
-            ndim = x.ndim - 2
+            reader = _trajectory_shape if kind == "trajectory" else _operator_shape
+            n_samples, spatial, fields = reader(path, f, attrs)
             domain = attrs["domain"]
+            ndim = len(spatial)
             if not isinstance(domain, dict) or any(len(domain.get(k, ())) != ndim for k in ("lengths", "periodic")):
                 raise DataError(f"{path}: attribute 'domain' needs 'lengths' and 'periodic' with {ndim} entries each")
-            known = set(REQUIRED_ATTRS)
+            known = set(required)
             return DatasetInfo(
                 path=path,
                 kind=attrs["kind"],
-                n_samples=int(x.shape[0]),
-                spatial_shape=tuple(int(s) for s in x.shape[1:-1]),
-                input_channels=list(attrs["input_channels"]),
-                target_channels=list(attrs["target_channels"]),
-                has_target="target" in f,
+                n_samples=n_samples,
+                spatial_shape=spatial,
                 pde=attrs["pde"],
                 solver=attrs["solver"],
                 domain=domain,
                 seed=int(attrs["seed"]),
                 extra={k: v for k, v in attrs.items() if k not in known},
+                **fields,
             )
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc.__class__.__name__})") from None
+
+
+def _check_finite(path: Path, name: str, array: np.ndarray, first_sample: int) -> None:
+    if not np.isfinite(array).all():
+        bad = int(np.argwhere(~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))[0, 0])
+        raise DataError(f"{path}: '/{name}' holds NaN or Inf (first in sample {first_sample + bad})")
+
+
+def read_fields(path: str | os.PathLike, samples: slice) -> np.ndarray:
+    """Read ``/fields`` ``(sample, time, *spatial, channels)`` of the given samples of a validated trajectory
+    file; raises :class:`DataError` if they hold NaN or Inf."""
+    path = Path(path)
+    with h5py.File(path, "r") as f:
+        fields = f["fields"][samples]
+    _check_finite(path, "fields", fields, samples.start or 0)
+    return fields
 
 
 def read_arrays(path: str | os.PathLike, samples: slice) -> tuple[np.ndarray, np.ndarray | None]:
@@ -196,8 +277,6 @@ def read_arrays(path: str | os.PathLike, samples: slice) -> tuple[np.ndarray, np
         x = f["input"][samples]
         y = f["target"][samples] if "target" in f else None
     for name, array in (("input", x), ("target", y)):
-        if array is not None and not np.isfinite(array).all():
-            bad = int(np.argwhere(~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))[0, 0])
-            first = (samples.start or 0) + bad
-            raise DataError(f"{path}: '/{name}' holds NaN or Inf (first in sample {first})")
+        if array is not None:
+            _check_finite(path, name, array, samples.start or 0)
     return x, y

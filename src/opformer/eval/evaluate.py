@@ -10,11 +10,13 @@ from typing import Any
 import torch
 
 from opformer.data.datasets import OperatorSplit, load_split, split_options
-from opformer.data.store import DatasetInfo
+from opformer.data.store import DatasetInfo, read_info
+from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import CheckpointError, DataError
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_surrogate
 from opformer.train.losses import relative_l2_per_sample
+from opformer.train.rollout import rollout_errors
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -111,6 +113,9 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
+    if read_info(data_path).kind == "trajectory":
+        return [rollout_row(surrogate, payload, str(checkpoint), data_path, r, split, dev, batch_size)[0]
+                for r in resolutions]
     rows = []
     noise_level = cfg["data"].get("input_noise", 0.0)
     for resolution in resolutions:
@@ -128,12 +133,48 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     return rows
 
 
+def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data_path: str | os.PathLike,
+                resolution: int | None, split: str, device: torch.device, batch_size: int | None = None,
+                ) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
+    """Roll out every trajectory of ``split`` from its first ``t_in`` frames at one resolution.
+
+    Returns the metrics row (trajectory-averaged and final-frame relative L2, the mean error of every
+    predicted frame), the split and the predictions ``(sample, frame, *spatial, channels)``.
+    """
+    cfg = payload["run_config"]
+    rollout = cfg.get("rollout", {})
+    t_in = surrogate.spec["data"]["t_in"]
+    data = load_trajectories(data_path, split, n_train=cfg["data"]["n_train"], n_val=cfg["data"]["n_val"],
+                             n_test=cfg["data"]["n_test"], resolution=resolution,
+                             time_stride=rollout.get("time_stride", 1))
+    check_compatible(surrogate, data.info, source)
+    frames = rollout.get("eval_frames") or data.n_times - t_in
+    data.check_window(t_in, frames, "rollout")
+    preds, errors = rollout_errors(surrogate.eval(), data.fields, t_in, frames,
+                                   batch_size or scaled_batch_size(cfg, data.resolution), device)
+    per_frame = errors.mean(dim=0)
+    row = {
+        "resolution": data.resolution[0],
+        "trained_at": cfg["data"]["resolution"] or data.info.spatial_shape[0],
+        "samples": len(data),
+        "relative_l2": float(errors.mean()),
+        "relative_l2_std": float(errors.mean(dim=1).std()) if len(data) > 1 else 0.0,
+        "final_relative_l2": float(per_frame[-1]),
+        "frames": frames,
+        "per_frame_relative_l2": [float(e) for e in per_frame],
+    }
+    return row, data, preds
+
+
 def format_table(rows: list[dict[str, Any]], title: str = "") -> str:
     """A plain-text table of evaluation rows."""
     lines = [title] if title else []
-    lines.append(f"{'resolution':>10}  {'samples':>7}  {'rel. L2':>10}  {'std':>9}  note")
+    rollout = bool(rows) and "final_relative_l2" in rows[0]
+    extra = f"  {'final frame':>11}  {'frames':>6}" if rollout else ""
+    lines.append(f"{'resolution':>10}  {'samples':>7}  {'rel. L2':>10}  {'std':>9}{extra}  note")
     for row in rows:
         note = "trained here" if row["resolution"] == row["trained_at"] else "zero-shot"
+        extra = f"  {row['final_relative_l2']:>11.3e}  {row['frames']:>6}" if rollout else ""
         lines.append(f"{row['resolution']:>10}  {row['samples']:>7}  {row['relative_l2']:>10.3e}  "
-                     f"{row['relative_l2_std']:>9.2e}  {note}")
+                     f"{row['relative_l2_std']:>9.2e}{extra}  {note}")
     return "\n".join(lines)

@@ -97,3 +97,87 @@ def plot_predictions_2d(inputs: torch.Tensor, targets: torch.Tensor, preds: torc
     path = _save(fig, Path(out))
     plt.close(fig)
     return path
+
+
+def plot_rollout_errors(times: list[float], per_frame: list[float], out: str | os.PathLike,
+                        title: str = "") -> Path:
+    """Relative L2 error of every predicted frame of a rollout (mean over trajectories) versus time."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogy(times, per_frame, marker="o", ms=3)
+    ax.set_xlabel("time")
+    ax.set_ylabel("relative L2 (mean over trajectories)")
+    ax.grid(True, which="both", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=9)
+    path = _save(fig, Path(out))
+    plt.close(fig)
+    return path
+
+
+def _frame_image(field: torch.Tensor) -> torch.Tensor:
+    """A 2D image of a frame ``(*spatial, channels)``: the first channel, the middle slice of a 3D field."""
+    image = field[..., 0]
+    while image.dim() > 2:
+        image = image[..., image.shape[-1] // 2]
+    return image
+
+
+def plot_rollout_frames(truth: torch.Tensor, pred: torch.Tensor, times: list[float], out: str | os.PathLike,
+                        columns: int = 5, title: str = "") -> Path:
+    """True (top row) and predicted (bottom row) frames of one trajectory at evenly spaced times.
+
+    ``truth``/``pred`` are ``(frame, *spatial, channels)``; 3D fields show their middle slice.
+    """
+    plt = _pyplot()
+    picks = sorted({round(i * (len(times) - 1) / max(columns - 1, 1)) for i in range(columns)})
+    fig, axes = plt.subplots(2, len(picks), figsize=(2.6 * len(picks), 5.4), squeeze=False)
+    for col, frame in enumerate(picks):
+        t_img, p_img = _frame_image(truth[frame]), _frame_image(pred[frame])
+        low, high = float(t_img.min()), float(t_img.max())
+        for row, (image, label) in enumerate(((t_img, "truth"), (p_img, "prediction"))):
+            ax = axes[row, col]
+            ax.imshow(image.T.numpy(), origin="lower", vmin=low, vmax=high, cmap="RdBu_r")
+            ax.set_title(f"{label}, t = {times[frame]:g}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    if title:
+        fig.suptitle(title)
+    path = _save(fig, Path(out))
+    plt.close(fig)
+    return path
+
+
+def animate_rollout(truth: torch.Tensor, pred: torch.Tensor, times: list[float], out: str | os.PathLike) -> Path:
+    """An animated GIF of one trajectory: truth, prediction and their difference side by side."""
+    plt = _pyplot()
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
+    low, high = float(truth.min()), float(truth.max())
+    images = []
+    for ax, label in zip(axes, ("truth", "prediction", "difference")):
+        images.append(ax.imshow(_frame_image(truth[0]).T.numpy(), origin="lower", vmin=low, vmax=high,
+                                cmap="RdBu_r"))
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(label, fontsize=9)
+    caption = fig.suptitle("")
+
+    def draw(frame: int) -> list:
+        t_img, p_img = _frame_image(truth[frame]), _frame_image(pred[frame])
+        for image, field in zip(images, (t_img, p_img, p_img - t_img)):
+            image.set_data(field.T.numpy())
+        caption.set_text(f"t = {times[frame]:g}")
+        return images
+
+    animation = FuncAnimation(fig, draw, frames=len(times), blit=False)
+    path = Path(out)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial.gif")  # Pillow picks the format by the suffix
+    try:
+        animation.save(str(tmp), writer=PillowWriter(fps=4))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    plt.close(fig)
+    return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
@@ -11,8 +12,10 @@ from opformer.data.datasets import load_split, split_options
 from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import (NOISE_SEED_OFFSETS, check_compatible, noise_sample, predict, resolve_device,
-                                    run_checkpoint)
-from opformer.eval.plots import plot_losses, plot_predictions_1d, plot_predictions_2d
+                                    rollout_row, run_checkpoint)
+from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
+                                 plot_rollout_errors, plot_rollout_frames)
+from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_surrogate
 
 
@@ -30,6 +33,9 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     surrogate, payload = load_surrogate(checkpoint)
     cfg = payload["run_config"]["data"]
     written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
+    if read_info(data_path or cfg["path"]).kind == "trajectory":
+        return written + plot_rollouts(surrogate, payload, str(checkpoint), data_path or cfg["path"], out, samples,
+                                       run_dir.name)
     options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
     data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
     check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
@@ -48,6 +54,23 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     return written
 
 
+def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: str | os.PathLike, out: Path,
+                  samples: int, name: str) -> list[Path]:
+    """Rollouts of the first test trajectories: error versus time, true versus predicted frames, a GIF."""
+    payload = copy.deepcopy(payload)
+    data_cfg = payload["run_config"]["data"]
+    data_cfg["n_test"] = min(samples, data_cfg["n_test"])
+    row, data, preds = rollout_row(surrogate, payload, source, data_path, data_cfg["resolution"], "test",
+                                   torch.device("cpu"))
+    t_in = surrogate.spec["data"]["t_in"]
+    times = [float(t) for t in data.times[t_in:t_in + row["frames"]]]
+    truth = data.fields[0, t_in:t_in + row["frames"]]
+    title = f"{name}: rollout of {row['samples']} test trajectories from {t_in} frames, n = {row['resolution']}"
+    return [plot_rollout_errors(times, row["per_frame_relative_l2"], out / "rollout_errors.png", title),
+            plot_rollout_frames(truth, preds[0], times, out / "rollout_frames.png", title=f"{name}: test trajectory 0"),
+            animate_rollout(truth, preds[0], times, out / "rollout.gif")]
+
+
 def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
                  batch_size: int = 32, device: str = "auto") -> Path:
     """Apply a run's best surrogate to every input of a data file, at that file's resolution.
@@ -60,6 +83,9 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
     checkpoint = run_checkpoint(run_dir)
     surrogate, _ = load_surrogate(checkpoint)
     info = read_info(input_path)
+    if info.kind != "operator":
+        raise ConfigError(f"--input {input_path}: predict takes operator data sets; roll out trajectories with "
+                          "`opformer evaluate` or `opformer plot`")
     check_compatible(surrogate, info, str(checkpoint))
     inputs = torch.from_numpy(read_arrays(input_path, slice(None))[0])
     dev = resolve_device(device)

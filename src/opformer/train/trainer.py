@@ -4,7 +4,6 @@ atomic checkpoints every epoch and exact resumption."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -18,14 +17,13 @@ import yaml
 from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_from_dict, config_to_dict
-from opformer.data.datasets import load_split, split_options
-from opformer.data.store import DatasetInfo, atomic_path
+from opformer.data.store import atomic_path
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from opformer.eval.evaluate import NOISE_SEED_OFFSETS, resolve_device, split_errors
+from opformer.eval.evaluate import resolve_device
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
-from opformer.train.losses import H1RelativeLoss, relative_l2
 from opformer.train.optim import build_optimizer, build_scheduler
+from opformer.train.tasks import Task, make_task
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -63,46 +61,35 @@ class Trainer:
         if config.train.num_threads:
             torch.set_num_threads(config.train.num_threads)
         self.device = resolve_device(config.train.device)
+        self.task: Task = make_task(config)
         data = config.data
-        if not data.path:
-            raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
-        self.split_options = split_options(dataclasses.asdict(data))
-        self.train_data = load_split(data.path, "train", resolution=data.resolution, **self.split_options)
-        self.val_data = load_split(data.path, "val", resolution=data.resolution, **self.split_options)
-        info = self.train_data.info
-        target_shape = ([data.target_resolution] * info.ndim if data.target_resolution
-                        else list(info.spatial_shape))
         spec = {
             "model": dict(config.model),
             "normalize_input": data.normalize_input,
             "normalize_target": data.normalize_target,
-            "data": {"stored_shape": list(info.spatial_shape), "periodic": list(info.domain["periodic"]),
-                     "lengths": list(info.domain["lengths"]), "input_channels": self.train_data.input_channels,
-                     "target_channels": self.train_data.target_channels, "target_shape": target_shape},
+            "data": self.task.spec_data(),
             "boundary": data.boundary,
         }
         torch.manual_seed(config.seed)  # the initial weights depend on the seed only
         self.surrogate = Surrogate(spec)
         spec["model"] = self.surrogate.model.config  # defaults filled in
-        self._check_data_fit(info)
-        self._fit_normalizers()
+        self._check_data_fit()
+        inputs, targets = self.task.normalizer_data()
+        self.surrogate.input_normalizer.fit(inputs)
+        self.surrogate.target_normalizer.fit(targets)
         self.surrogate.to(self.device)
-        if config.loss.name == "h1_relative":
-            self.loss = H1RelativeLoss(config.loss.gamma, info.domain["lengths"], info.domain["periodic"])
-        else:
-            self.loss = lambda pred, target, _grad, _weight: relative_l2(pred, target)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
-        steps_per_epoch = math.ceil(len(self.train_data) / config.train.batch_size)
-        self.scheduler = build_scheduler(self.optimizer, config.schedule, config.train.epochs * steps_per_epoch)
+        self.scheduler = build_scheduler(self.optimizer, config.schedule,
+                                         config.train.epochs * self.task.steps_per_epoch())
         self.history: list[dict[str, float]] = []
         self.best_val = math.inf
         self.start_epoch = 0
 
-    def _check_data_fit(self, info: DatasetInfo) -> None:
-        """The model's channels and domain must be those of the data."""
+    def _check_data_fit(self) -> None:
+        """The model's channels, domain, grid and output shape must be those of the data."""
         model_cfg = self.surrogate.model.config
-        split = self.train_data
-        for key, names in (("in_channels", split.input_channels), ("out_channels", split.target_channels)):
+        info = self.task.info
+        for key, names in (("in_channels", self.task.input_channels), ("out_channels", self.task.target_channels)):
             if key in model_cfg and model_cfg[key] != len(names):
                 raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
@@ -111,21 +98,7 @@ class Trainer:
                 if key in model_cfg and model_cfg[key] != value:
                     raise ConfigError(f"model.{key}: is {model_cfg[key]!r} but the domain of {info.path} "
                                       f"has {key} {value!r}")
-        with torch.no_grad():  # one sample through the model: grid and output shape must fit the data
-            out = self.surrogate.model.eval()(split.inputs[:1])
-        if tuple(out.shape[1:]) != tuple(split.targets.shape[1:]):
-            raise ConfigError(f"model: outputs {tuple(out.shape[1:])} per sample but the targets of {info.path} are "
-                              f"{tuple(split.targets.shape[1:])} (check data.resolution, data.target_resolution "
-                              "and the model's grid sizes)")
-
-    def _fit_normalizers(self) -> None:
-        data = self.config.data
-        if "pointwise" in (data.normalize_input, data.normalize_target):
-            stored = load_split(data.path, "train", **self.split_options)
-        else:
-            stored = self.train_data
-        self.surrogate.input_normalizer.fit(stored.inputs)
-        self.surrogate.target_normalizer.fit(stored.targets)
+        self.task.check_fit(self.surrogate.model)
 
     def resume(self) -> None:
         """Continue from ``last.pt`` of the run directory (a fresh start if no epoch was finished)."""
@@ -154,12 +127,8 @@ class Trainer:
         generator = torch.Generator().manual_seed(seed)
         self.surrogate.train()
         total, count = 0.0, 0
-        data = self.config.data
-        for step, (x, y, dy) in enumerate(self.train_data.batches(self.config.train.batch_size, generator)):
-            noise = data.input_noise * torch.randn(x.shape, generator=generator) if data.input_noise else None
-            x, y, dy = x.to(self.device), y.to(self.device), dy.to(self.device)
-            pred = self.surrogate(x, None if noise is None else noise.to(self.device))
-            loss = self.loss(pred, y, dy, x[..., :1] if self.config.loss.weight_by_input else None)
+        for step, batch in enumerate(self.task.batches(epoch, generator)):
+            loss = self.task.loss(self.surrogate, batch, epoch, generator, self.device)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
@@ -170,8 +139,8 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(self.surrogate.parameters(), self.config.train.grad_clip)
             self.optimizer.step()
             self.scheduler.step()
-            total += loss.item() * x.shape[0]
-            count += x.shape[0]
+            total += loss.item() * batch[0].shape[0]
+            count += batch[0].shape[0]
         return total / count
 
     def fit(self) -> dict[str, Any]:
@@ -186,9 +155,7 @@ class Trainer:
             start = time.perf_counter()
             train_loss = self._train_epoch(epoch)
             seconds = time.perf_counter() - start
-            val = float(split_errors(self.surrogate, self.val_data, self.config.train.eval_batch_size,
-                                     self.device, noise_level=self.config.data.input_noise,
-                                     seed=self.config.seed + NOISE_SEED_OFFSETS["val"]).mean())
+            val = self.task.validate(self.surrogate, self.device)
             record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
                       "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
             self.history.append(record)
@@ -207,7 +174,7 @@ class Trainer:
 
     def _summary(self) -> dict[str, Any]:
         best = min(self.history, key=lambda r: r["val_relative_l2"]) if self.history else {}
-        steps = sum(math.ceil(len(self.train_data) / self.config.train.batch_size) for _ in self.history)
+        steps = self.task.steps_per_epoch() * len(self.history)
         summary = {
             "epochs": len(self.history),
             "best_epoch": best.get("epoch"),

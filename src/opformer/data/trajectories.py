@@ -1,0 +1,94 @@
+"""Trajectory data sets: splits of stored trajectories, and windows of context frames -> future frames.
+
+Stored frames are ``(sample, time, *spatial, channels)``; a window handed to a model is channel-last with
+time before the channels, ``(batch, *spatial, time, channels)`` (architecture.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from opformer.data.datasets import split_range
+from opformer.data.grids import stride_for
+from opformer.data.store import DatasetInfo, read_fields, read_info
+from opformer.errors import DataError
+
+
+def frames_last(frames: torch.Tensor) -> torch.Tensor:
+    """``(batch, time, *spatial, channels)`` -> ``(batch, *spatial, time, channels)``."""
+    return frames.movedim(1, -2)
+
+
+@dataclass
+class TrajectorySplit:
+    """The trajectories of one split on one grid: ``fields`` ``(sample, time, *spatial, channels)``."""
+
+    fields: torch.Tensor
+    times: torch.Tensor
+    info: DatasetInfo
+    resolution: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return self.fields.shape[0]
+
+    @property
+    def n_times(self) -> int:
+        """Frames per trajectory (after the time stride)."""
+        return self.fields.shape[1]
+
+    def check_window(self, t_in: int, span: int, what: str = "window") -> None:
+        """Raise a one-line error if ``t_in`` context frames and ``span`` future frames do not fit."""
+        if t_in + span > self.n_times:
+            raise DataError(f"{self.info.path}: a {what} of {t_in} input + {span} future frames is longer than "
+                            f"the {self.n_times} frames of each trajectory (after the time stride)")
+
+    def window_starts(self, t_in: int, span: int, mode: str, generator: torch.Generator | None) -> torch.Tensor:
+        """``(n, 2)`` pairs (trajectory, first frame) of the windows of an epoch.
+
+        ``all``: every start of every trajectory; ``random``: one uniformly drawn start per trajectory.
+        """
+        self.check_window(t_in, span)
+        count = self.n_times - t_in - span + 1
+        if mode == "random":
+            starts = torch.randint(count, (len(self),), generator=generator)
+            return torch.stack([torch.arange(len(self)), starts], dim=1)
+        grid = torch.cartesian_prod(torch.arange(len(self)), torch.arange(count))
+        return grid.reshape(-1, 2)
+
+    def window(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context ``(b, *spatial, t_in, c)`` and future ``(b, *spatial, span, c)`` frames of the pairs."""
+        offsets = torch.arange(t_in + span)
+        frames = self.fields[pairs[:, :1], pairs[:, 1:2] + offsets]
+        return frames_last(frames[:, :t_in]), frames_last(frames[:, t_in:])
+
+    def batches(self, batch_size: int, t_in: int, span: int, mode: str,
+                generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Mini-batches of windows; shuffled when a generator is given, in order otherwise."""
+        pairs = self.window_starts(t_in, span, mode, generator)
+        if generator is not None:
+            pairs = pairs[torch.randperm(len(pairs), generator=generator)]
+        for start in range(0, len(pairs), batch_size):
+            yield self.window(pairs[start:start + batch_size], t_in, span)
+
+
+def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
+                      resolution: int | None = None, time_stride: int = 1) -> TrajectorySplit:
+    """Load one split of a trajectory data set, strided to ``resolution`` points per axis and in time."""
+    info = read_info(path)
+    if info.kind != "trajectory":
+        raise DataError(f"{info.path}: is an {info.kind} data set; rollout training needs a trajectory data set")
+    samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
+    periodic = tuple(bool(p) for p in info.domain["periodic"])
+    strides = {stride_for(n, resolution or n, p, str(info.path)) for n, p in zip(info.spatial_shape, periodic)}
+    if len(strides) != 1:
+        raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of {info.spatial_shape}")
+    (stride,) = strides
+    index = (slice(None), slice(None, None, time_stride)) + (slice(None, None, stride),) * info.ndim
+    fields = torch.from_numpy(np.ascontiguousarray(read_fields(info.path, samples)))[index].contiguous()
+    times = torch.tensor(info.times, dtype=torch.float64)[::time_stride]
+    return TrajectorySplit(fields=fields, times=times, info=info, resolution=tuple(fields.shape[2:-1]))

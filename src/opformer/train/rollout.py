@@ -1,0 +1,99 @@
+"""Auto-regressive use of a surrogate on trajectories: rollouts, the training strategies, rollout errors.
+
+A surrogate maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the next ``t_out`` frames
+(temporal bundling); a rollout feeds its own predictions back as context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from opformer.config import RolloutConfig
+from opformer.train.losses import relative_l2_per_sample
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+
+
+def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """The next context: the last ``t_in`` frames of ``context`` followed by ``new`` (time axis -2)."""
+    t_in = context.shape[-2]
+    return torch.cat([context, new], dim=-2)[..., -t_in:, :]
+
+
+def rollout(step: Step, context: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """Predict ``n_frames`` frames after ``context`` by repeated calls of ``step`` (the last call truncated)."""
+    frames = []
+    produced = 0
+    while produced < n_frames:
+        new = step(context)
+        frames.append(new)
+        produced += new.shape[-2]
+        context = advance(context, new)
+    return torch.cat(frames, dim=-2)[..., :n_frames, :]
+
+
+def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``x + scale * rms(x) * N(0, 1)``, the RMS per sample and channel over grid and time.
+
+    The convention of this library (documented in docs/training.md): ``scale`` is relative to the field's
+    root-mean-square, so the noise level does not depend on the grid size (DPOT's ``||x||`` is a sum over
+    the grid, whose per-point size grows with the number of points).
+    """
+    if scale == 0:
+        return x
+    dims = tuple(range(1, x.dim() - 1))
+    rms = x.pow(2).mean(dim=dims, keepdim=True).sqrt()
+    noise = torch.randn(x.shape, generator=generator).to(device=x.device, dtype=x.dtype)
+    return x + scale * rms * noise
+
+
+def curriculum_steps(config: RolloutConfig, epoch: int) -> int:
+    """Model calls per training window at ``epoch`` (0-based): 1 growing linearly to ``unroll_steps``."""
+    if config.curriculum_epochs == 0:
+        return config.unroll_steps
+    grown = 1 + (config.unroll_steps - 1) * epoch // config.curriculum_epochs
+    return min(config.unroll_steps, grown)
+
+
+def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, calls: int,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Training loss of a batch of windows under the configured strategy.
+
+    ``future`` holds at least ``calls * t_out`` frames. ``one_step``/``unroll``: the mean over the ``calls``
+    steps of each step's relative L2 (gradients through every step); ``pushforward``: the first ``calls - 1``
+    steps run without gradient, the loss is the last step's. Input noise acts on every model input.
+    """
+    t_out = config.t_out
+    losses = []
+    for call in range(calls):
+        target = future[..., call * t_out:(call + 1) * t_out, :]
+        last = call == calls - 1
+        if config.strategy == "pushforward" and not last:
+            with torch.no_grad():
+                new = step(add_relative_noise(context, config.noise, generator))
+        else:
+            new = step(add_relative_noise(context, config.noise, generator))
+            losses.append(relative_l2_per_sample(new, target).mean())  # over grid, frames, channels
+        context = advance(context, new)
+    return torch.stack(losses).mean()
+
+
+@torch.no_grad()
+def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
+                   device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, channels)`` from its first ``t_in``
+    frames; returns the predictions ``(sample, n_frames, *spatial, channels)`` (on the CPU) and the relative
+    L2 error of every predicted frame ``(sample, n_frames)``. The given frames are never counted.
+    """
+    preds, errors = [], []
+    for start in range(0, fields.shape[0], batch_size):
+        chunk = fields[start:start + batch_size]
+        context = chunk[:, :t_in].movedim(1, -2).to(device)
+        pred = rollout(step, context, n_frames).movedim(-2, 1).cpu()
+        truth = chunk[:, t_in:t_in + n_frames]
+        per_frame = relative_l2_per_sample(pred.transpose(0, 1).flatten(0, 1), truth.transpose(0, 1).flatten(0, 1))
+        errors.append(per_frame.reshape(n_frames, -1).T)
+        preds.append(pred)
+    return torch.cat(preds), torch.cat(errors)

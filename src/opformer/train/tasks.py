@@ -1,0 +1,200 @@
+"""What the one trainer trains on: the data of a run, its batches, its loss and its validation metric.
+
+``OperatorTask``: input -> target pairs of a steady operator (Burgers, Darcy, inverse Darcy).
+``TrajectoryTask``: windows of trajectories, trained with a rollout strategy and validated by rollouts.
+:func:`make_task` picks one from the kind of the data file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import torch
+
+from opformer.config import RunConfig
+from opformer.data.datasets import load_split, split_options
+from opformer.data.store import DatasetInfo, read_info
+from opformer.data.trajectories import TrajectorySplit, load_trajectories
+from opformer.errors import ConfigError
+from opformer.eval.evaluate import NOISE_SEED_OFFSETS, split_errors
+from opformer.models.surrogate import Surrogate
+from opformer.train.losses import H1RelativeLoss, relative_l2
+from opformer.train.rollout import curriculum_steps, rollout_errors, strategy_loss
+
+
+class Task(Protocol):
+    """The interface :class:`opformer.train.trainer.Trainer` uses."""
+
+    info: DatasetInfo
+    input_channels: list[str]
+    target_channels: list[str]
+
+    def spec_data(self) -> dict[str, Any]: ...
+    def check_fit(self, model: torch.nn.Module) -> None: ...
+    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def steps_per_epoch(self) -> int: ...
+    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]: ...
+    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device) -> torch.Tensor: ...
+    def validate(self, surrogate: Surrogate, device: torch.device) -> float: ...
+
+
+def _base_spec(info: DatasetInfo, input_channels: list[str], target_channels: list[str]) -> dict[str, Any]:
+    return {"stored_shape": list(info.spatial_shape), "periodic": list(info.domain["periodic"]),
+            "lengths": list(info.domain["lengths"]), "input_channels": input_channels,
+            "target_channels": target_channels}
+
+
+def _check_output(model: torch.nn.Module, x: torch.Tensor, expected: tuple[int, ...], info: DatasetInfo,
+                  hint: str) -> None:
+    """One sample through the model (eval mode, no gradient): its output must have the target's shape."""
+    with torch.no_grad():
+        out = model.eval()(x)
+    if tuple(out.shape[1:]) != tuple(expected):
+        raise ConfigError(f"model: outputs {tuple(out.shape[1:])} per sample but the targets of {info.path} are "
+                          f"{tuple(expected)} ({hint})")
+
+
+class OperatorTask:
+    """Mini-batches of (input, target) pairs; relative L2 with the optional (weighted) H1 term."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        data = config.data
+        self.options = split_options(dataclasses.asdict(data))
+        self.train = load_split(data.path, "train", resolution=data.resolution, **self.options)
+        self.val = load_split(data.path, "val", resolution=data.resolution, **self.options)
+        self.info = self.train.info
+        self.input_channels, self.target_channels = self.train.input_channels, self.train.target_channels
+        domain = self.info.domain
+        self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], domain["periodic"])
+                   if config.loss.name == "h1_relative" else None)
+
+    def spec_data(self) -> dict[str, Any]:
+        """The data signature stored in the surrogate's spec."""
+        n_target = self.config.data.target_resolution
+        target_shape = [n_target] * self.info.ndim if n_target else list(self.info.spatial_shape)
+        return {**_base_spec(self.info, self.input_channels, self.target_channels), "target_shape": target_shape}
+
+    def check_fit(self, model: torch.nn.Module) -> None:
+        """Grid and output shape of the model must fit the data."""
+        _check_output(model, self.train.inputs[:1], tuple(self.train.targets.shape[1:]), self.info,
+                      "check data.resolution, data.target_resolution and the model's grid sizes")
+
+    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training inputs and targets on the stored grid (point-wise statistics) or the training grid."""
+        data = self.config.data
+        stored = (load_split(data.path, "train", **self.options)
+                  if "pointwise" in (data.normalize_input, data.normalize_target) else self.train)
+        return stored.inputs, stored.targets
+
+    def steps_per_epoch(self) -> int:
+        """Optimiser steps per epoch."""
+        return math.ceil(len(self.train) / self.config.train.batch_size)
+
+    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
+        """Shuffled mini-batches ``(x, y, dy)``."""
+        return self.train.batches(self.config.train.batch_size, generator)
+
+    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device) -> torch.Tensor:
+        """Loss of a batch, with fresh input noise if the run has some."""
+        x, y, dy = batch
+        level = self.config.data.input_noise
+        noise = level * torch.randn(x.shape, generator=generator) if level else None
+        x, y, dy = x.to(device), y.to(device), dy.to(device)
+        pred = surrogate(x, None if noise is None else noise.to(device))
+        if self.h1 is None:
+            return relative_l2(pred, y)
+        return self.h1(pred, y, dy, x[..., :1] if self.config.loss.weight_by_input else None)
+
+    def validate(self, surrogate: Surrogate, device: torch.device) -> float:
+        """Mean relative L2 on the validation split (with the run's fixed validation noise)."""
+        return float(split_errors(surrogate, self.val, self.config.train.eval_batch_size, device,
+                                  noise_level=self.config.data.input_noise,
+                                  seed=self.config.seed + NOISE_SEED_OFFSETS["val"]).mean())
+
+
+class TrajectoryTask:
+    """Windows of ``t_in`` context frames and the future frames a rollout strategy needs; validated by
+    rolling out the validation trajectories."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        data, rollout = config.data, config.rollout
+        if "pointwise" in (data.normalize_input, data.normalize_target):
+            raise ConfigError("data.normalize_input/normalize_target: trajectory data take 'channel' or 'none'")
+        if data.direction != "forward" or data.target_resolution or data.input_noise:
+            raise ConfigError("data.direction, data.target_resolution and data.input_noise are for operator data; "
+                              "trajectories use rollout.noise")
+        if config.loss.name != "relative_l2":
+            raise ConfigError(f"loss.name: {config.loss.name!r} is for operator data; trajectories use relative_l2")
+        sizes = dict(n_train=data.n_train, n_val=data.n_val, n_test=data.n_test, resolution=data.resolution,
+                     time_stride=rollout.time_stride)
+        self.train: TrajectorySplit = load_trajectories(data.path, "train", **sizes)
+        self.val: TrajectorySplit = load_trajectories(data.path, "val", **sizes)
+        self.info = self.train.info
+        self.input_channels = self.target_channels = list(self.info.input_channels)
+        self.span = rollout.unroll_steps * rollout.t_out
+        self.train.check_window(rollout.t_in, self.span, "training window")
+        self.eval_frames = rollout.eval_frames or self.val.n_times - rollout.t_in
+        self.val.check_window(rollout.t_in, self.eval_frames, "rollout")
+
+    def spec_data(self) -> dict[str, Any]:
+        """The data signature stored in the surrogate's spec, with the window sizes."""
+        rollout = self.config.rollout
+        return {**_base_spec(self.info, self.input_channels, self.target_channels), "t_in": rollout.t_in,
+                "t_out": rollout.t_out}
+
+    def check_fit(self, model: torch.nn.Module) -> None:
+        """The model must take ``t_in`` frames and return ``t_out`` frames on the data's grid."""
+        rollout = self.config.rollout
+        for key in ("t_in", "t_out"):
+            built = getattr(model, "config", {}).get(key)
+            if built is not None and built != getattr(rollout, key):
+                raise ConfigError(f"rollout.{key}: is {getattr(rollout, key)} but the model was built for "
+                                  f"{key}={built}")
+        x, y = self.train.window(torch.zeros(1, 2, dtype=torch.long), rollout.t_in, rollout.t_out)
+        _check_output(model, x, tuple(y.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
+
+    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """All training frames (channel statistics)."""
+        return self.train.fields, self.train.fields
+
+    def steps_per_epoch(self) -> int:
+        """Optimiser steps per epoch."""
+        rollout = self.config.rollout
+        windows = len(self.train) * (1 if rollout.windows == "random"
+                                     else self.train.n_times - rollout.t_in - self.span + 1)
+        return math.ceil(windows / self.config.train.batch_size)
+
+    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
+        """Shuffled mini-batches of (context, future) windows."""
+        rollout = self.config.rollout
+        return self.train.batches(self.config.train.batch_size, rollout.t_in, self.span, rollout.windows, generator)
+
+    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device) -> torch.Tensor:
+        """The strategy's loss, with the curriculum's number of model calls at this epoch."""
+        context, future = (t.to(device) for t in batch)
+        rollout = self.config.rollout
+        return strategy_loss(surrogate, context, future, rollout, curriculum_steps(rollout, epoch), generator)
+
+    def validate(self, surrogate: Surrogate, device: torch.device) -> float:
+        """Trajectory-averaged relative L2 of rollouts of the validation trajectories."""
+        surrogate.eval()
+        _, errors = rollout_errors(surrogate, self.val.fields, self.config.rollout.t_in, self.eval_frames,
+                                   self.config.train.eval_batch_size, device)
+        return float(errors.mean())
+
+
+def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask:
+    """The task of a run: trajectory data sets train with rollouts, operator data sets with pairs."""
+    if not config.data.path:
+        raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
+    kind = read_info(config.data.path).kind
+    return TrajectoryTask(config) if kind == "trajectory" else OperatorTask(config)
+
