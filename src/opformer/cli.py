@@ -12,7 +12,8 @@ from opformer import __version__
 from opformer.errors import ConfigError, OpformerError
 
 EXAMPLES = {
-    "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5",
+    "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
+                "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5",
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
              "  opformer train --resume runs/gt",
     "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolution 512,2048,8192 --json gt.json",
@@ -20,6 +21,9 @@ EXAMPLES = {
     "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
     "quickstart": "opformer quickstart --out runs/quickstart",
 }
+
+#: ``opformer generate``'s default ``--resolution`` per PDE.
+DEFAULT_RESOLUTION = {"burgers": 8192, "darcy": 421}
 
 
 def _parse_resolutions(text: str) -> list[int]:
@@ -39,11 +43,19 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from opformer.data.generate import generate_burgers_file
+    from opformer.data.generate import generate_burgers_file, generate_darcy_file
 
-    with _progress_bar(args.samples, f"burgers n={args.resolution}") as bar:
-        path = generate_burgers_file(args.out, args.samples, resolution=args.resolution,
-                                     viscosity=args.viscosity, seed=args.seed, progress=bar.update)
+    resolution = DEFAULT_RESOLUTION[args.pde] if args.resolution is None else args.resolution
+    if args.pde == "darcy":
+        with _progress_bar(args.samples, f"darcy n={resolution}") as bar:
+            path = generate_darcy_file(args.out, args.samples, resolution=resolution, seed=args.seed,
+                                       workers=args.workers, progress=bar.update)
+    else:
+        if args.workers is not None:
+            raise ConfigError("--workers: only used by darcy (burgers runs on 2 threads)")
+        with _progress_bar(args.samples, f"burgers n={resolution}") as bar:
+            path = generate_burgers_file(args.out, args.samples, resolution=resolution,
+                                         viscosity=args.viscosity, seed=args.seed, progress=bar.update)
     print(f"wrote {args.samples} samples to {path}")
     return 0
 
@@ -119,13 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
     p = add("generate", "Generate a data set with a built-in numerical solver.")
-    p.add_argument("pde", choices=["burgers"], help="which PDE")
+    p.add_argument("pde", choices=sorted(DEFAULT_RESOLUTION), help="which PDE")
     p.add_argument("--samples", type=int, required=True, help="number of samples")
-    p.add_argument("--resolution", type=int, default=8192, help="stored grid points (default 8192)")
+    p.add_argument("--resolution", type=int, default=None,
+                   help="stored grid points per axis (default 8192 for burgers, 421 nodes for darcy)")
     p.add_argument("--out", required=True, help="HDF5 file to write")
     p.add_argument("--viscosity", type=float, default=0.1 / (2 * 3.141592653589793),
                    help="Burgers viscosity (default 0.1/(2 pi))")
     p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
+    p.add_argument("--workers", type=int, default=None,
+                   help="darcy: worker processes (default: the available cores)")
     p.set_defaults(func=cmd_generate)
 
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")

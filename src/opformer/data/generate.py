@@ -29,3 +29,24 @@ def generate_burgers_file(out: str | os.PathLike, samples: int, resolution: int 
     return write_operator_dataset(out, u0[..., None], u1[..., None], pde=meta["pde"], solver=meta["solver"],
                                   domain={"lengths": [length], "periodic": [True]}, seed=seed,
                                   input_channels=["u0"], target_channels=["u"])
+
+
+def generate_darcy_file(out: str | os.PathLike, samples: int, resolution: int = 421, seed: int = 0,
+                        workers: int | None = None, progress: Callable[[int], None] | None = None) -> Path:
+    """Solve ``samples`` Darcy problems (coefficient ``a`` -> solution ``u``, Cao 2021 Ex. 5.2) and write them to ``out``.
+
+    ``resolution`` is the number of nodes per axis, boundary included; ``workers`` processes
+    (default: the available cores) solve the samples.
+    """
+    from opformer.pde.darcy import generate_darcy
+
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected a positive number of samples")
+    if resolution < 3:
+        raise ConfigError(f"--resolution {resolution}: expected at least 3 grid nodes per axis (boundary included)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers}: expected a positive number of worker processes")
+    a, u, meta = generate_darcy(samples, resolution=resolution, seed=seed, workers=workers, progress=progress)
+    return write_operator_dataset(out, a[..., None], u[..., None], pde=meta["pde"], solver=meta["solver"],
+                                  domain={"lengths": [1.0, 1.0], "periodic": [False, False]}, seed=seed,
+                                  input_channels=["a"], target_channels=["u"])

@@ -134,3 +134,79 @@ def periodic_grf(
     eigenvalues = grf_eigenvalues(tuple(shape), alpha, tau, sigma, length, zero_mean)
     noise = rng.standard_normal((n_samples, *shape))
     return color_noise(noise, eigenvalues, workers=workers)
+
+
+def neumann_grf_variances(
+    n: int, dim: int, alpha: float, tau: float, sigma: float, zero_mean: bool = False
+) -> np.ndarray:
+    """Variances of the node-grid cosine coefficients of the Neumann GRF on ``[0, 1]^dim``.
+
+    The field is ``u(x) = sum_{k >= 0} xi_k sqrt(lambda(k)) phi_k(x)`` with the L2-orthonormal
+    Neumann eigenfunctions ``phi_k = prod_i c_{k_i} cos(pi k_i x_i)`` (``c_0 = 1``, else ``sqrt 2``)
+    and ``lambda(k) = sigma^2 (pi^2 |k|^2 + tau^2)^(-alpha)``: the covariance
+    ``sigma^2 (-Laplacian + tau^2 I)^(-alpha)`` with homogeneous Neumann boundary conditions.
+    At the ``n`` nodes ``x_j = j / (n - 1)`` of each axis the modes ``q + 2 m (n - 1)`` and
+    ``2 m (n - 1) - q`` coincide with mode ``q``, so the point values are *exactly*
+    ``u_j = sum_{q=0}^{n-1} b_q prod_i cos(pi q_i j_i / (n - 1))`` with independent centred ``b_q``
+    of variance ``prod_i w(q_i) * sum_{m in Z^dim} lambda(q + 2 (n - 1) m)``, ``w = 1`` at
+    ``q_i in {0, n - 1}`` and 2 otherwise.  The alias sum is the periodic one of period 2
+    (the even extension), computed by ``grf_eigenvalues``.  Returns shape ``(n,) * dim``.
+    """
+    if n < 2:
+        raise ValueError(f"n={n}: a Neumann GRF needs at least 2 nodes per axis")
+    period = 2 * (n - 1)
+    periodic = grf_eigenvalues((period,) * dim, alpha, tau, sigma, length=2.0, zero_mean=zero_mean)
+    variances = periodic[(slice(0, n),) * dim]
+    weight = np.full(n, 2.0)
+    weight[[0, -1]] = 1.0
+    for axis in range(dim):
+        variances = variances * weight.reshape([-1 if i == axis else 1 for i in range(dim)])
+    return variances
+
+
+def neumann_grf(
+    n_samples: int,
+    n: int,
+    dim: int,
+    alpha: float,
+    tau: float,
+    sigma: float,
+    *,
+    rng: np.random.Generator,
+    zero_mean: bool = False,
+    variances: np.ndarray | None = None,
+) -> np.ndarray:
+    """Draw ``n_samples`` Neumann GRF samples (see ``neumann_grf_variances``) at the nodes of ``[0, 1]^dim``.
+
+    Returns float64 point values of shape ``(n_samples,) + (n,) * dim`` on the grid ``x_j = j / (n - 1)``
+    (boundary included); every sub-grid with stride ``s`` (``s`` dividing ``n - 1``) of a sample has the
+    distribution of a sample drawn directly at ``(n - 1) / s + 1`` nodes.  ``variances`` may pass
+    precomputed ``neumann_grf_variances`` to save their computation.
+    """
+    if variances is None:
+        variances = neumann_grf_variances(n, dim, alpha, tau, sigma, zero_mean)
+    coefficients = rng.standard_normal((n_samples,) + (n,) * dim) * np.sqrt(variances)
+    return cosine_synthesis(coefficients)
+
+
+def cosine_synthesis(coefficients: np.ndarray) -> np.ndarray:
+    """``u_j = sum_q b_q prod_i cos(pi q_i j_i / (n_i - 1))`` over the trailing axes except the first (batch)."""
+    axes = tuple(range(1, coefficients.ndim))
+    # scipy's DCT-I: y_j = x_0 + (-1)^j x_{n-1} + 2 sum_{0<q<n-1} x_q cos(pi q j / (n-1)); halve the interior.
+    scaled = coefficients.copy()
+    for axis in axes:
+        index = [slice(None)] * coefficients.ndim
+        index[axis] = slice(1, -1)
+        scaled[tuple(index)] *= 0.5
+    return scipy.fft.dctn(scaled, type=1, axes=axes)
+
+
+def cosine_analysis(values: np.ndarray) -> np.ndarray:
+    """Inverse of ``cosine_synthesis``: the node-grid cosine coefficients ``b_q`` of ``values``."""
+    axes = tuple(range(1, values.ndim))
+    coefficients = scipy.fft.idctn(values, type=1, axes=axes)
+    for axis in axes:
+        index = [slice(None)] * values.ndim
+        index[axis] = slice(1, -1)
+        coefficients[tuple(index)] *= 2.0
+    return coefficients
