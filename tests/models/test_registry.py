@@ -26,7 +26,10 @@ def test_round_trip_through_config(name):
     rebuilt.load_state_dict(model.state_dict())
     # 1D/2D grids the model accepts: at least its coarse grid, a multiple of its output grid's cells
     n = max(32, model.config.get("coarse_size", 0), 2 * (model.config.get("output_size") or 1) - 1)
-    x = torch.randn(1, *[n] * model.ndim, 1)
+    n = 8 if model.ndim == 3 else n  # 3D models: a small grid keeps the test fast
+    # time-dependent models take (batch, *spatial, t_in, in_channels)
+    frames = (model.config["t_in"], model.config["in_channels"]) if "t_in" in model.config else (1,)
+    x = torch.randn(1, *[n] * model.ndim, *frames)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt.eval()(x), model.eval()(x))  # eval: no dropout
 
@@ -38,7 +41,7 @@ def test_config_holds_resolved_defaults_and_overrides():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: fno1d, fno2d, galerkin_transformer_1d, galerkin_transformer_2d"):
+    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: dil_resnet2d, dil_resnet3d, ffno2d, ffno3d, fno1d, fno2d, fno2d_time, fno3d_time, galerkin_transformer_1d, galerkin_transformer_2d"):
         build_model({"name": "gt"})
     with pytest.raises(ConfigError, match="missing key 'name'"):
         build_model({"d_model": 4})
@@ -75,5 +78,5 @@ def test_presets_are_copies_and_unknown_preset_errors():
     config = preset("gt_burgers")
     config["d_model"] = 8
     assert "d_model" not in PRESETS["gt_burgers"]
-    with pytest.raises(ConfigError, match="valid presets: fno1d_burgers, fno2d_darcy, fno2d_darcy_inverse, ft_burgers"):
+    with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
         preset("nope")

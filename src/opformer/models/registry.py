@@ -12,7 +12,10 @@ from typing import Any
 from torch import nn
 
 from opformer.errors import ConfigError
+from opformer.models.dil_resnet import DilResNet2d, DilResNet3d
+from opformer.models.ffno import FFNO2d, FFNO3d
 from opformer.models.fno import FNO1d, FNO2d
+from opformer.models.fno_time import FNO2dTime, FNO3dTime
 from opformer.models.galerkin_transformer import GalerkinTransformer1d
 from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
 
@@ -21,6 +24,13 @@ MODELS: dict[str, type[nn.Module]] = {
     "galerkin_transformer_2d": GalerkinTransformer2d,
     "fno1d": FNO1d,
     "fno2d": FNO2d,
+    # time-dependent baselines: (batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)
+    "fno2d_time": FNO2dTime,
+    "fno3d_time": FNO3dTime,
+    "ffno2d": FFNO2d,
+    "ffno3d": FFNO3d,
+    "dil_resnet2d": DilResNet2d,
+    "dil_resnet3d": DilResNet3d,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -42,6 +52,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "attention_dropout": 0.05, "ffn_dropout": 0.05, "downsample_dropout": 0.05, "decoder_dropout": 0.05,
     },
     "fno2d_darcy_inverse": {"name": "fno2d", "width": 32, "modes": 12, "n_layers": 4, "output_size": 36},
+    # Time-dependent baselines (docs/models.md): 2D vorticity, 10 input frames -> 1 (or 4 bundled) frames.
+    "fno2d_time_ns": {"name": "fno2d_time", "t_in": 10, "t_out": 1, "width": 20, "modes": 12},
+    "ffno2d_ns": {"name": "ffno2d", "t_in": 10, "t_out": 1},
+    "dil_resnet2d_ns": {"name": "dil_resnet2d", "t_in": 10, "t_out": 1},
+    "ffno2d_kolmogorov": {"name": "ffno2d", "t_in": 4, "t_out": 4, "width": 48, "modes": 16, "n_layers": 8},
+    # 3D velocity (3 channels), 4 input frames -> 2 bundled frames.
+    "fno3d_time_velocity": {"name": "fno3d_time", "t_in": 4, "t_out": 2, "in_channels": 3},
+    "ffno3d_velocity": {"name": "ffno3d", "t_in": 4, "t_out": 2, "in_channels": 3, "width": 32, "modes": 8},
+    "dil_resnet3d_velocity": {"name": "dil_resnet3d", "t_in": 4, "t_out": 2, "in_channels": 3},
 }
 
 _SIMPLE_TYPES = (bool, int, float, str)
