@@ -13,7 +13,8 @@ from opformer.errors import ConfigError, OpformerError
 
 EXAMPLES = {
     "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
-                "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5",
+                "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
+                "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
              "  opformer train --resume runs/gt",
     "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolution 512,2048,8192 --json gt.json",
@@ -23,7 +24,7 @@ EXAMPLES = {
 }
 
 #: ``opformer generate``'s default ``--resolution`` per PDE.
-DEFAULT_RESOLUTION = {"burgers": 8192, "darcy": 421}
+DEFAULT_RESOLUTION = {"burgers": 8192, "darcy": 421, "navier-stokes": 64, "kolmogorov": 64, "turbulence3d": 32}
 
 
 def _parse_resolutions(text: str) -> list[int]:
@@ -43,10 +44,17 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from opformer.data.generate import generate_burgers_file, generate_darcy_file
+    from opformer.data.generate import TRAJECTORY_PRESETS, generate_burgers_file, generate_darcy_file, \
+        generate_trajectory_file
 
     resolution = DEFAULT_RESOLUTION[args.pde] if args.resolution is None else args.resolution
-    if args.pde == "darcy":
+    if args.pde in TRAJECTORY_PRESETS:
+        if args.workers is not None:
+            raise ConfigError(f"--workers: only used by darcy ({args.pde} solves batches on 2 threads)")
+        with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
+            path = generate_trajectory_file(args.pde, args.out, args.samples, resolution=resolution, seed=args.seed,
+                                            t_final=args.t_final, nu=args.nu, progress=bar.update)
+    elif args.pde == "darcy":
         with _progress_bar(args.samples, f"darcy n={resolution}") as bar:
             path = generate_darcy_file(args.out, args.samples, resolution=resolution, seed=args.seed,
                                        workers=args.workers, progress=bar.update)
@@ -134,13 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pde", choices=sorted(DEFAULT_RESOLUTION), help="which PDE")
     p.add_argument("--samples", type=int, required=True, help="number of samples")
     p.add_argument("--resolution", type=int, default=None,
-                   help="stored grid points per axis (default 8192 for burgers, 421 nodes for darcy)")
+                   help="stored grid points per axis (default 8192 burgers, 421 darcy, 64 navier-stokes and "
+                        "kolmogorov, 32 turbulence3d)")
     p.add_argument("--out", required=True, help="HDF5 file to write")
     p.add_argument("--viscosity", type=float, default=0.1 / (2 * 3.141592653589793),
                    help="Burgers viscosity (default 0.1/(2 pi))")
     p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
     p.add_argument("--workers", type=int, default=None,
                    help="darcy: worker processes (default: the available cores)")
+    p.add_argument("--nu", type=float, default=None, help="navier-stokes: viscosity (default 1e-3)")
+    p.add_argument("--t-final", type=float, default=None,
+                   help="time-dependent PDEs: last stored time (default 50 navier-stokes, 10 kolmogorov, 1 turbulence3d)")
     p.set_defaults(func=cmd_generate)
 
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")

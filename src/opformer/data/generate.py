@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opformer.data.store import write_operator_dataset
+from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError
 from opformer.pde.burgers import generate_burgers
 
@@ -50,3 +50,44 @@ def generate_darcy_file(out: str | os.PathLike, samples: int, resolution: int = 
     return write_operator_dataset(out, a[..., None], u[..., None], pde=meta["pde"], solver=meta["solver"],
                                   domain={"lengths": [1.0, 1.0], "periodic": [False, False]}, seed=seed,
                                   input_channels=["a"], target_channels=["u"])
+
+
+#: The time-dependent presets: ``opformer generate NAME`` -> (module, generator, default resolution).
+TRAJECTORY_PRESETS = {
+    "navier-stokes": ("opformer.pde.navier_stokes", "generate_fno_nu", 64),
+    "kolmogorov": ("opformer.pde.kolmogorov", "generate_kolmogorov", 64),
+    "turbulence3d": ("opformer.pde.navier_stokes3d", "generate_turbulence3d", 32),
+}
+
+
+def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, resolution: int | None = None,
+                             seed: int = 0, t_final: float | None = None, nu: float | None = None,
+                             progress: Callable[[int], None] | None = None) -> Path:
+    """Solve ``samples`` trajectories of a time-dependent preset and write a trajectory data set.
+
+    ``navier-stokes``: the FNO-nu benchmark (vorticity on (0, 1)^2, ``nu`` default 1e-3, 50 time units);
+    ``kolmogorov``: Kolmogorov flow at Re = 1000 on [0, 2 pi]^2; ``turbulence3d``: forced isotropic
+    turbulence (velocity u, v, w) in [0, 2 pi]^3. Frames are stored with their time stamps.
+    """
+    import importlib
+
+    if pde not in TRAJECTORY_PRESETS:
+        raise ConfigError(f"pde {pde!r}: expected one of {', '.join(TRAJECTORY_PRESETS)}")
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected a positive number of samples")
+    if nu is not None and pde != "navier-stokes":
+        raise ConfigError(f"--nu: only used by navier-stokes (the {pde} preset fixes its viscosity)")
+    module, name, default = TRAJECTORY_PRESETS[pde]
+    generator = getattr(importlib.import_module(module), name)
+    kwargs: dict = {"resolution": resolution or default, "seed": seed, "progress": progress}
+    if t_final is not None:
+        kwargs["t_final"] = t_final
+    if pde == "navier-stokes":
+        kwargs["nu"] = 1e-3 if nu is None else nu
+    fields, meta = generator(samples, **kwargs)
+    ndim = fields.ndim - 3
+    length = float(meta["pde"]["length"])
+    return write_trajectory_dataset(out, fields, np.asarray(meta["pde"]["times"]), pde=meta["pde"],
+                                    solver=meta["solver"], domain={"lengths": [length] * ndim,
+                                                                    "periodic": [True] * ndim},
+                                    seed=seed, channels=list(meta["pde"]["channels"]))

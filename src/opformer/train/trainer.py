@@ -90,7 +90,7 @@ class Trainer:
         model_cfg = self.surrogate.model.config
         info = self.task.info
         for key, names in (("in_channels", self.task.input_channels), ("out_channels", self.task.target_channels)):
-            if key in model_cfg and model_cfg[key] != len(names):
+            if model_cfg.get(key) is not None and model_cfg[key] != len(names):
                 raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
         if info.ndim == 1:
