@@ -108,6 +108,29 @@ def frame_steps(times: np.ndarray, dt: float) -> list[tuple[int, float]]:
     return [(s, h / s if s else 0.0) for s, h in zip(steps, intervals)]
 
 
+def etdrk4_march(c: np.ndarray, n_steps: int, coefficients: tuple[np.ndarray, ...],
+                 nonlinear: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], cfl_per_speed: float,
+                 dt: float, t: float) -> np.ndarray:
+    """``n_steps`` ETDRK4 steps (Cox-Matthews, Kassam-Trefethen coefficients) of the spectral state ``c``.
+
+    ``nonlinear(c)`` returns the explicit term and the grid velocity ``(batch, d, *grid)``; after the last step
+    the CFL number ``cfl_per_speed * max(sum_d |u_d|)`` must stay below ``MAX_CFL`` (the error names the
+    requested ``dt`` and the frame time ``t``).
+    """
+    e, e2, q, f1, f2, f3 = coefficients
+    for _ in range(n_steps):
+        nc, velocity = nonlinear(c)
+        a = e2 * c + q * nc
+        na, _ = nonlinear(a)
+        nb, _ = nonlinear(e2 * c + q * na)
+        nd, _ = nonlinear(e2 * a + q * (2.0 * nb - nc))
+        c = e * c + f1 * nc + 2.0 * f2 * (na + nb) + f3 * nd
+    cfl = cfl_per_speed * float(np.abs(velocity).sum(axis=1).max())
+    if not cfl <= MAX_CFL:
+        raise ConfigError(f"dt={dt} is too large: CFL number {cfl:.3g} > {MAX_CFL} before t={t:g}")
+    return c
+
+
 def solve_navier_stokes_2d(
     w0: np.ndarray,
     *,
@@ -164,17 +187,7 @@ def solve_navier_stokes_2d(
         frames = np.empty((len(chunk), len(times), n, n))
         for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
             if n_steps:
-                e, e2, q, f1, f2, f3 = coefficients[h]
-                for _ in range(n_steps):
-                    nc, velocity = nonlinear(c)
-                    a = e2 * c + q * nc
-                    na, _ = nonlinear(a)
-                    nb, _ = nonlinear(e2 * c + q * na)
-                    nd, _ = nonlinear(e2 * a + q * (2.0 * nb - nc))
-                    c = e * c + f1 * nc + 2.0 * f2 * (na + nb) + f3 * nd
-                cfl = h * float(np.abs(velocity).sum(axis=1).max()) * n_solve / length
-                if not cfl <= MAX_CFL:
-                    raise ConfigError(f"dt={dt} is too large: CFL number {cfl:.3g} > {MAX_CFL} before t={t:g}")
+                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n_solve / length, dt, t)
             frames[:, index] = to_grid(c, n_solve, n, 2)
         return frames
 

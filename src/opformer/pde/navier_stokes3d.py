@@ -21,10 +21,10 @@ from opformer.errors import ConfigError
 from opformer.pde.burgers import etdrk4_coefficients
 from opformer.pde.grf import color_noise, grf_eigenvalues
 from opformer.pde.navier_stokes import (
-    MAX_CFL,
     check_positive,
     check_resolution,
     dealias_mask,
+    etdrk4_march,
     frame_steps,
     from_grid,
     resize_spectrum,
@@ -85,7 +85,7 @@ def solve_navier_stokes_3d(
     ``u0`` holds point values (axis order x, y, z) on the grid ``x_i = i L / n``; its projection on the
     de-aliased divergence-free modes is frame 0.  ``epsilon > 0`` switches on the constant-power forcing of
     the modes ``0 < |k| L / (2 pi) <= forcing_wavenumber``.  Steps ``<= dt`` divide each frame interval.
-    Raises ``ConfigError`` for bad arguments or if the CFL number exceeds ``MAX_CFL`` at a frame.
+    Raises ``ConfigError`` for bad arguments or if the CFL number exceeds ``navier_stokes.MAX_CFL`` at a frame.
     """
     u0 = np.asarray(u0, dtype=np.float64)
     times = np.atleast_1d(np.asarray(times, dtype=np.float64))
@@ -124,17 +124,7 @@ def solve_navier_stokes_3d(
         frames = np.empty((len(chunk), len(times), 3, n, n, n))
         for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
             if n_steps:
-                e, e2, q, f1, f2, f3 = coefficients[h]
-                for _ in range(n_steps):
-                    nc, velocity = nonlinear(c)
-                    a = e2 * c + q * nc
-                    na, _ = nonlinear(a)
-                    nb, _ = nonlinear(e2 * c + q * na)
-                    nd, _ = nonlinear(e2 * a + q * (2.0 * nb - nc))
-                    c = e * c + f1 * nc + 2.0 * f2 * (na + nb) + f3 * nd
-                cfl = h * float(np.abs(velocity).sum(axis=1).max()) * n / length
-                if not cfl <= MAX_CFL:
-                    raise ConfigError(f"dt={dt} is too large: CFL number {cfl:.3g} > {MAX_CFL} before t={t:g}")
+                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n / length, dt, t)
             frames[:, index] = to_grid(c, n, n, 3)
         return frames
 
