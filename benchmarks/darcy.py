@@ -15,16 +15,12 @@ Writes benchmarks/results/darcy.json and benchmarks/results/darcy.md.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import json
-import multiprocessing
 import os
-import platform
-import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from training_runs import run_record, train_all, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -48,21 +44,6 @@ def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int
     return config, sets
 
 
-def train_one(config: str, sets: list[str], run_dir: str, threads: int) -> dict[str, Any]:
-    """Train (or resume) one run in this (fresh) process; return its summary and peak resident memory."""
-    import torch
-
-    from opformer.config import load_config
-    from opformer.train.trainer import train
-
-    torch.set_num_threads(threads)
-    resume = (Path(run_dir) / "config.yaml").exists()
-    summary = train(load_config(config, sets), run_dir, resume=resume)
-    summary["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    summary["threads"] = threads
-    return summary
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data/darcy.h5")
@@ -84,37 +65,22 @@ def main() -> None:
             jobs.append((model, problem, str(config), sets, str(runs / f"{problem}-{model}")))
     load_before = os.getloadavg()
     start = time.perf_counter()
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(train_one, config, sets, run, max(1, 2 // args.jobs)): (model, problem, sets, run)
-                   for model, problem, config, sets, run in jobs}
-        summaries = {futures[f][3]: f.result() for f in concurrent.futures.as_completed(futures)}
+    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs)
     wall = time.perf_counter() - start
     rows = []
     for model, problem, config, sets, run in jobs:
         resolutions = [FINE, *ZERO_SHOT] if problem == "forward" else [FINE]
         evaluation = evaluate_run(run, args.data, resolutions)
-        summary = summaries[run]
-        rows.append({"model": model, "problem": problem, "config": str(Path(config).relative_to(ROOT)),
-                     "overrides": sets, "parameters": summary["parameters"], "epochs": summary["epochs"],
-                     "best_epoch": summary["best_epoch"], "seconds_per_step": summary["seconds_per_step"],
-                     "train_hours": summary["train_seconds"] / 3600, "peak_rss_gib": summary["peak_rss_gib"],
-                     "threads": summary["threads"], "best_val_relative_l2": summary["best_val_relative_l2"],
+        rows.append({"model": model, "problem": problem, **run_record(summaries[run], config, sets, ROOT),
                      "test": evaluation})
     full = args.epochs == 100 and args.n_train == 1024
     result = {
-        "command": "python benchmarks/darcy.py " + " ".join(sys.argv[1:]),
         "full_recipe": full, "epochs": args.epochs, "n_train": args.n_train, "batch_size": 4,
         "grids": {"fine": FINE, "coarse": COARSE, "zero_shot": list(ZERO_SHOT)},
         "targets": TARGETS, "paper": PAPER, "wall_seconds": wall,
-        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": __import__("torch").__version__}, "runs": rows,
+        "runs": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "darcy.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "darcy.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(RESULTS, "darcy", result, markdown, load_before)
 
 
 def markdown(result: dict[str, Any]) -> str:

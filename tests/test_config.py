@@ -1,8 +1,9 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
-from opformer.config import apply_overrides, config_from_dict, load_config
+from opformer.config import apply_overrides, config_from_dict, load_config, safe_load_yaml
 from opformer.errors import ConfigError
 
 
@@ -38,6 +39,15 @@ def test_overrides_parse_yaml_values():
     assert data == {"train": {"epochs": 3}, "optim": {"betas": [0.9, 0.9]}, "seed": 7}
     with pytest.raises(ConfigError, match="expected key=value"):
         apply_overrides({}, ["train.epochs"])
+
+
+def test_exponent_floats_without_a_dot_are_floats():
+    # YAML 1.1 (PyYAML's default) reads 1e-3 as a string; run configs read it as the float a user means
+    data = apply_overrides({}, ["optim.lr=1e-3", "model.layer_norm_eps=-2E+1", "name=1e", "seed=7"])
+    assert data == {"optim": {"lr": 1e-3}, "model": {"layer_norm_eps": -20.0}, "name": "1e", "seed": 7}
+    assert safe_load_yaml("lr: 5e-4\nbeta: 1.0e-7") == {"lr": 5e-4, "beta": 1e-7}
+    with pytest.raises(yaml.YAMLError):  # still a safe loader: no Python objects
+        safe_load_yaml("mode: !!python/name:os.system")
 
 
 def test_load_config_errors_name_the_file(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -203,6 +204,22 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+class _SafeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also reads exponent floats without a dot (``1e-3``) as floats (YAML 1.2)."""
+
+
+_SafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def safe_load_yaml(text: str) -> Any:
+    """Parse YAML safely (no arbitrary objects); ``1e-3`` is the float 0.001, not a string as in YAML 1.1."""
+    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key.sub=value`` overrides (values parsed as YAML) to a plain config mapping."""
     for item in overrides:
@@ -215,15 +232,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: '{part}' is not a section")
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = safe_load_yaml(raw)
     return data
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML run config (``yaml.safe_load``), apply overrides and validate it."""
+    """Read a YAML run config (:func:`safe_load_yaml`), apply overrides and validate it."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except yaml.YAMLError as exc:

@@ -72,3 +72,13 @@ def test_weighted_h1_loss_in_2d_by_hand():
     assert loss(pred, target, target_grad, a).item() == pytest.approx(rel + regulariser)
     unweighted = math.sqrt(0.5 * 0.5 * ((1 - 2 * X) ** 2).sum() / n ** 2)
     assert loss(pred, target, target_grad).item() == pytest.approx(rel + unweighted)
+
+
+def test_h1_loss_without_regulariser_has_finite_gradients():
+    # gamma = 0 (the inverse problem's setting) must be the relative L2 with its gradient, not NaN from sqrt(0)
+    pred = col([0.5, 1.0, 0.0, -1.0]).requires_grad_(True)
+    target, target_grad = col([0, 1, 0, 0]), col([1, 1, 1, 1])
+    loss = H1RelativeLoss(0.0, [1.0], [True])(pred, target, target_grad)
+    loss.backward()
+    assert loss.item() == pytest.approx(relative_l2(pred, target).item())
+    assert torch.isfinite(pred.grad).all()

@@ -68,6 +68,9 @@ class H1RelativeLoss(nn.Module):
                 weight: torch.Tensor | None = None) -> torch.Tensor:
         """Loss of a batch; ``target_grad`` has the layout of :func:`central_difference`'s output and
         ``weight`` (optional) is ``(batch, *spatial, 1)``."""
+        data_term = relative_l2_per_sample(pred, target)
+        if self.gamma == 0:  # sqrt(0 * x) would make a NaN gradient
+            return data_term.mean()
         n = pred.shape[1]
         h = self.lengths[0] / (n if self.periodic[0] else n - 1)
         pred_grad = central_difference(pred, self.lengths, self.periodic)
@@ -75,4 +78,4 @@ class H1RelativeLoss(nn.Module):
         misfit = (w * (target_grad - pred_grad).pow(2)).flatten(1).sum(dim=1)
         scale = (w * target_grad.pow(2)).flatten(1).sum(dim=1)
         regulariser = torch.sqrt(self.gamma * h * misfit / scale)
-        return (relative_l2_per_sample(pred, target) + regulariser).mean()
+        return (data_term + regulariser).mean()

@@ -16,7 +16,7 @@ import torch
 import yaml
 from tqdm.auto import tqdm
 
-from opformer.config import RunConfig, config_from_dict, config_to_dict
+from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
 from opformer.data.store import atomic_path
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device
@@ -201,7 +201,7 @@ def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise CheckpointError(f"{run_dir}: no config.yaml (not a run directory)")
-    return config_from_dict(yaml.safe_load(path.read_text()))
+    return config_from_dict(safe_load_yaml(path.read_text()))
 
 
 def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> dict[str, Any]:

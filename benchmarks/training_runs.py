@@ -1,0 +1,66 @@
+"""Shared by the training benchmarks: train runs in fresh processes (so each peak RSS is its own), resumably."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def train_one(config: str, sets: list[str], run_dir: str, threads: int) -> dict[str, Any]:
+    """Train (or resume) one run in this (fresh) process; its summary with the peak RSS and threads."""
+    import torch
+
+    from opformer.config import load_config
+    from opformer.train.trainer import train
+
+    torch.set_num_threads(threads)
+    resume = (Path(run_dir) / "config.yaml").exists()
+    summary = train(load_config(config, sets), run_dir, resume=resume)
+    summary["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    summary["threads"] = threads
+    return summary
+
+
+def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, cores: int = 2) -> dict[str, dict[str, Any]]:
+    """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``cores // parallel``
+    threads in a process of its own; return the summaries by run directory."""
+    context = multiprocessing.get_context("spawn")
+    threads = max(1, cores // parallel)
+    with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(train_one, config, sets, run, threads): run for config, sets, run in jobs}
+        return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
+
+
+def machine() -> dict[str, Any]:
+    """What the results were measured on."""
+    import torch
+
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+
+
+def run_record(summary: dict[str, Any], config: str, sets: list[str], root: Path) -> dict[str, Any]:
+    """What a results table reports of a trained run: its config, size, budget, speed and memory."""
+    return {"config": str(Path(config).relative_to(root)), "overrides": sets, "parameters": summary["parameters"],
+            "epochs": summary["epochs"], "best_epoch": summary["best_epoch"],
+            "seconds_per_step": summary["seconds_per_step"], "train_hours": summary["train_seconds"] / 3600,
+            "peak_rss_gib": summary["peak_rss_gib"], "threads": summary["threads"],
+            "best_val_relative_l2": summary["best_val_relative_l2"]}
+
+
+def write_results(results: Path, name: str, result: dict[str, Any], markdown: Callable[[dict[str, Any]], str],
+                  load_before: tuple[float, float, float]) -> None:
+    """Add the command, machine and load to ``result``; write ``name``.json and ``name``.md; print the table."""
+    result.update({"command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:]), "machine": machine(),
+                   "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg())})
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (results / f"{name}.md").write_text(markdown(result))
+    print(markdown(result))
