@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,9 @@ EXAMPLES = {
     "plot": "opformer plot runs/gt --data data/burgers.h5",
     "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
     "quickstart": "opformer quickstart --out runs/quickstart",
+    "bench": "opformer bench --models gt_burgers,fno1d_burgers --resolutions 512,2048,8192 --batch 4 --mode train "
+             "--peers --json bench.json --markdown bench.md --plot bench.png\n"
+             "  opformer bench --solver burgers --resolutions 512,2048 --mode forward",
 }
 
 #: ``opformer generate``'s default ``--resolution`` per PDE.
@@ -126,6 +130,64 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _output_path(option: str, value: str | None) -> Path | None:
+    """``value`` as a path whose folder exists and is writable (checked before any measurement)."""
+    if value is None:
+        return None
+    path = Path(value)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"{option} {value}: cannot write there (missing or read-only folder, or a directory)")
+    return path
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from opformer.eval.bench import BenchSettings, run_bench, solver_comparison
+    from opformer.eval.bench_report import plot_bench, to_markdown
+    from opformer.eval.evaluate import resolve_device
+    from opformer.train.trainer import write_atomic
+
+    try:
+        resolutions = [int(v) for v in args.resolutions.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--resolutions {args.resolutions!r}: expected comma-separated integers") from None
+    outputs = {name: _output_path(f"--{name}", getattr(args, name)) for name in ("json", "markdown", "plot")}
+    models = _parse_names(args.models or "gt_burgers,ft_burgers,st_burgers,lt_burgers,fno1d_burgers")
+    settings = BenchSettings(models=models, resolutions=resolutions, batch=args.batch,
+                             mode=args.mode, repeats=args.repeats, warmup=args.warmup, peers=args.peers,
+                             device=str(resolve_device(args.device)))
+    if args.threads is not None:
+        settings.threads = args.threads
+    if args.time_budget is not None:
+        settings.time_budget = args.time_budget
+    if args.memory_budget is not None:
+        settings.memory_budget = args.memory_budget * 1024**3
+    settings.validate()
+    report = solver = None
+    if args.solver is None or args.models is not None:
+        report = run_bench(settings)
+    if args.solver is not None:
+        solver = solver_comparison(settings, args.solver)
+        if report is None:
+            report = {"settings": vars(settings), "machine": {}, "cells": [], "slopes": {}}
+        report["solver"] = solver
+    command = "opformer bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    report["command"] = command
+    if report["cells"]:
+        print(to_markdown(report, command))
+    if outputs["json"]:
+        write_atomic(outputs["json"], json.dumps(report, indent=2) + "\n")
+    if outputs["markdown"]:
+        write_atomic(outputs["markdown"], to_markdown(report, command))
+    if outputs["plot"]:
+        print(f"wrote {plot_bench(report, outputs['plot'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``opformer`` command."""
     parser = argparse.ArgumentParser(
@@ -191,6 +253,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot.")
     p.add_argument("--out", default="runs/quickstart", help="folder for data, run and plots")
     p.set_defaults(func=cmd_quickstart)
+
+    p = add("bench", "Time, memory and FLOPs per step of models across resolutions (peers side by side).")
+    p.add_argument("--models", default=None, metavar="PRESETS",
+                   help="comma-separated model presets (default gt_burgers,ft_burgers,st_burgers,lt_burgers,"
+                        "fno1d_burgers)")
+    p.add_argument("--resolutions", default="512,2048,8192", help="comma-separated grid sizes per axis")
+    p.add_argument("--batch", type=int, default=4, help="samples per step (default 4)")
+    p.add_argument("--mode", default="train", choices=["forward", "train"],
+                   help="forward: inference; train: forward + backward + Adam step (default)")
+    p.add_argument("--repeats", type=int, default=10, help="timed steps per cell (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's default)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="seconds per cell; longer cells are skipped (predicted) or stopped (default 300)")
+    p.add_argument("--memory-budget", type=float, default=None,
+                   help="GiB per cell; larger cells are skipped or stopped (default 75%% of the RAM)")
+    p.add_argument("--peers", action="store_true",
+                   help="also run the published implementations (pip install 'opformer[peers]')")
+    p.add_argument("--solver", choices=["burgers"], default=None,
+                   help="time the built-in solver per sample against the surrogate's inference")
+    p.add_argument("--json", help="write the full results as JSON")
+    p.add_argument("--markdown", help="write the table as markdown")
+    p.add_argument("--plot", help="write the log-log time/memory plot (PNG)")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -98,13 +98,20 @@ class RolloutConfig:
     ``curriculum_epochs > 0`` the number of calls grows linearly from 1 to ``unroll_steps`` over those epochs.
     ``noise`` adds Gaussian noise of that fraction of each input's RMS (per sample and channel) to the
     model's input in training.
+
+    ``latent_marching`` (FactFormer's LM protocol): the loss of a call covers its first ``j`` bundled frames,
+    ``j`` growing linearly from 1 to ``t_out`` over ``march_curriculum_epochs``; from epoch
+    ``pushforward_epoch`` on, a window makes ``unroll_steps`` calls, each fed the previous call's detached
+    output, and the loss is the mean of the first (teacher-forced) and the last (pushforward) call's losses.
     """
 
     t_in: int = 10
     t_out: int = 1
-    strategy: Literal["one_step", "unroll", "pushforward"] = "one_step"
+    strategy: Literal["one_step", "unroll", "pushforward", "latent_marching"] = "one_step"
     unroll_steps: int = 1
     curriculum_epochs: int = 0
+    march_curriculum_epochs: int = 0  # latent_marching: epochs over which the trained frames grow 1 -> t_out
+    pushforward_epoch: int | None = None  # latent_marching: first epoch with pushforward (None: never)
     windows: Literal["all", "random"] = "all"  # every window start, or one random start per trajectory
     noise: float = 0.0
     time_stride: int = 1  # sub-sample the stored frames in time
@@ -121,6 +128,29 @@ class RolloutConfig:
             raise ConfigError("rollout.noise and rollout.curriculum_epochs: expected values >= 0")
         if self.eval_frames is not None and self.eval_frames < 1:
             raise ConfigError(f"rollout.eval_frames: expected a positive number of frames, got {self.eval_frames}")
+        self._check_latent_marching()
+
+    def _check_latent_marching(self) -> None:
+        """The keys of the latent_marching strategy: only with it, non-negative, pushforward needs calls."""
+        if self.march_curriculum_epochs < 0:
+            raise ConfigError(f"rollout.march_curriculum_epochs: expected a value >= 0, got "
+                              f"{self.march_curriculum_epochs}")
+        if self.pushforward_epoch is not None and self.pushforward_epoch < 0:
+            raise ConfigError(f"rollout.pushforward_epoch: expected an epoch >= 0, got {self.pushforward_epoch}")
+        if self.strategy != "latent_marching":
+            for key, unset in (("march_curriculum_epochs", 0), ("pushforward_epoch", None)):
+                if getattr(self, key) != unset:
+                    raise ConfigError(f"rollout.{key}: only used by strategy latent_marching, not {self.strategy}")
+            return
+        if self.curriculum_epochs:
+            raise ConfigError("rollout.curriculum_epochs: latent_marching grows the trained frames instead; use "
+                              "rollout.march_curriculum_epochs")
+        if self.pushforward_epoch is None and self.unroll_steps != 1:
+            raise ConfigError(f"rollout.unroll_steps: is {self.unroll_steps} but latent_marching without "
+                              "pushforward_epoch makes one call")
+        if self.pushforward_epoch is not None and self.unroll_steps < 2:
+            raise ConfigError("rollout.pushforward_epoch: pushforward needs rollout.unroll_steps >= 2, got "
+                              f"{self.unroll_steps}")
 
 
 @dataclass

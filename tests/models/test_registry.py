@@ -41,7 +41,7 @@ def test_config_holds_resolved_defaults_and_overrides():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: dil_resnet2d, dil_resnet3d, ffno2d, ffno3d, fno1d, fno2d, fno2d_time, fno3d_time, galerkin_transformer_1d, galerkin_transformer_2d"):
+    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: dil_resnet2d, dil_resnet3d, factformer2d, factformer2d_steady, factformer3d, ffno2d, ffno3d, fno1d, fno2d, fno2d_time, fno3d_time, galerkin_transformer_1d, galerkin_transformer_2d"):
         build_model({"name": "gt"})
     with pytest.raises(ConfigError, match="missing key 'name'"):
         build_model({"d_model": 4})
@@ -78,5 +78,5 @@ def test_presets_are_copies_and_unknown_preset_errors():
     config = preset("gt_burgers")
     config["d_model"] = 8
     assert "d_model" not in PRESETS["gt_burgers"]
-    with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
+    with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, factformer_darcy, factformer_kolmogorov, factformer_turbulence3d, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
         preset("nope")

@@ -3,7 +3,6 @@
 import csv
 
 import pytest
-import torch
 from torch import nn
 
 from opformer.config import config_from_dict

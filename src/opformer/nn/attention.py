@@ -28,7 +28,8 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 class HeadwiseLayerNorm(nn.Module):
     """Layer normalisation of each head's features with its own affine parameters.
 
-    Same parameters as ``n_head`` separate ``LayerNorm(d_head)``; input ``(batch, n_head, N, d_head)``.
+    Same parameters as ``n_head`` separate ``LayerNorm(d_head)`` (stored as ``(n_head, 1, d_head)``);
+    input ``(..., n_head, d_head)``, i.e. heads split off the last axis of a ``(batch, N, d)`` tensor.
     """
 
     def __init__(self, n_head: int, d_head: int, eps: float = 1e-5) -> None:
@@ -39,7 +40,11 @@ class HeadwiseLayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise the last axis of ``x`` and apply the per-head scale and shift."""
-        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
+        n_head, _, d_head = self.weight.shape
+        weight, bias = self.weight.view(n_head, d_head), self.bias.view(n_head, d_head)
+        if n_head == 1:  # one fused kernel, affine included
+            return F.layer_norm(x, (d_head,), weight[0], bias[0], eps=self.eps)
+        return torch.addcmul(bias, F.layer_norm(x, (d_head,), eps=self.eps), weight)
 
 
 class SimpleAttention(nn.Module):
@@ -104,11 +109,20 @@ class SimpleAttention(nn.Module):
             linear.weight.diagonal().add_(diagonal_weight)
             nn.init.zeros_(linear.bias)
 
-    def _heads(self, name: str, x: Tensor) -> Tensor:
-        """Project ``x`` with the named linear map and split into heads ``(batch, h, N, d_head)``."""
+    def _project(self, name: str, x: Tensor) -> Tensor:
+        """Project ``x`` with the named linear map, layer-normalised per head if configured.
+
+        Returns ``(batch, N, n_head, d_head)`` (a view of the ``(batch, N, d)`` projection).
+        """
         batch, n_tokens, _ = x.shape
-        y = getattr(self, name)(x).view(batch, n_tokens, self.n_head, self.d_head).transpose(1, 2)
+        y = getattr(self, name)(x).view(batch, n_tokens, self.n_head, self.d_head)
         return self.norms[name](y) if name in self.norms else y
+
+    def _check_pos(self, pos: Tensor | None, n_tokens: int) -> None:
+        """Raise ``ValueError`` unless ``pos`` holds ``pos_dim`` coordinates of the ``n_tokens`` tokens."""
+        if pos is None or pos.shape[-1] != self.pos_dim or pos.shape[-2] != n_tokens:
+            got = None if pos is None else tuple(pos.shape)
+            raise ValueError(f"expected coordinates (..., {n_tokens}, {self.pos_dim}), got {got}")
 
     def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
         """Attend over the N tokens of ``x`` ``(batch, N, d)`` with coordinates ``pos``.
@@ -116,23 +130,59 @@ class SimpleAttention(nn.Module):
         ``pos`` is ``(N, pos_dim)`` or ``(batch, N, pos_dim)``; it may be None only if ``pos_dim == 0``.
         """
         batch, n_tokens, _ = x.shape
-        q, k, v = (self._heads(name, x) for name in ("query", "key", "value"))
         if self.pos_dim > 0:
-            if pos is None or pos.shape[-1] != self.pos_dim or pos.shape[-2] != n_tokens:
-                got = None if pos is None else tuple(pos.shape)
-                raise ValueError(f"expected coordinates (..., {n_tokens}, {self.pos_dim}), got {got}")
-            pos = pos.to(q.dtype)
+            self._check_pos(pos, n_tokens)
+            pos = pos.to(x.dtype)
+        if self.attention_type == "galerkin":
+            return self._galerkin(x, pos)
+        q, k, v = (self._project(name, x).transpose(1, 2) for name in ("query", "key", "value"))
+        if self.pos_dim > 0:
             pos = pos.unsqueeze(-3).expand(batch, self.n_head, n_tokens, self.pos_dim)
             q, k, v = (torch.cat([pos, t], dim=-1) for t in (q, k, v))
         z = self._attend(q, k, v)
         z = z.transpose(1, 2).reshape(batch, n_tokens, -1)
         return self.out(z)
 
+    def _galerkin(self, x: Tensor, pos: Tensor | None) -> Tensor:
+        """Galerkin attention and the output map, regrouped so that only d x d matrices are formed.
+
+        With ``K' = [pos, K_h]``, ``V' = [pos, V_h]``, ``Q' = [pos, Q_h]`` per head and the output map
+        ``W_o = [W_o,1 ... W_o,h]`` split by head, the layer is ``sum_h Q'_h (A_h W_o,h^T) + b_o`` with
+        ``A_h = drop(K'_h^T V'_h / N)``. ``A_h`` is assembled from the blocks ``pos^T pos``, ``pos^T V_h``,
+        ``K_h^T pos`` and ``K_h^T V_h`` (no concatenated copies of K and V), and since Q is not
+        normalised, ``Q_h = x W_q,h^T + b_q,h`` is folded in: ``out = x G + c + pos P`` with per-sample
+        ``G = W_q^T M_q`` (d x d), ``c = b_q M_q + b_o`` and ``P = sum_h M_h[:pos_dim]``, where
+        ``M_h = A_h W_o,h^T``. Same function as the per-head formula, fewer products over N.
+        """
+        batch, n_tokens, _ = x.shape
+        h, d_head, p = self.n_head, self.d_head, self.pos_dim
+        k, v = self._project("key", x), self._project("value", x)
+        if h == 1:
+            ktv = torch.bmm(k.flatten(2).transpose(1, 2), v.flatten(2)).unsqueeze(1)
+        else:
+            ktv = torch.einsum("bnhi,bnhj->bhij", k, v)
+        if p > 0:
+            pos_t = pos.transpose(-2, -1)
+            ptp = (pos_t @ pos).unsqueeze(-3).expand(batch, h, p, p)
+            ptv = (pos_t @ v.flatten(2)).view(batch, p, h, d_head).transpose(1, 2)
+            ktp = (k.flatten(2).transpose(1, 2) @ pos).view(batch, h, d_head, p)
+            kv = torch.cat([torch.cat([ptp, ptv], dim=-1), torch.cat([ktp, ktv], dim=-1)], dim=-2)
+        else:
+            kv = ktv
+        kv = self.dropout(kv / n_tokens)
+        # M_h = A_h W_o,h^T: (batch, h, e, d)
+        m = kv @ self.out.weight.t().reshape(h, d_head + p, -1)
+        m_q = m[:, :, p:].reshape(batch, h * d_head, -1)
+        g = self.query.weight.t() @ m_q
+        c = torch.baddbmm(self.out.bias.expand(batch, 1, -1), self.query.bias.expand(batch, 1, -1), m_q)
+        out = torch.baddbmm(c, x, g)
+        if p > 0:
+            out = out + pos @ m[:, :, :p].sum(dim=1)
+        return out
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """Per-head attention on ``(batch, h, N, e)`` tensors."""
+        """Per-head fourier, softmax or linear attention on ``(batch, h, N, e)`` tensors."""
         n_tokens = q.shape[-2]
-        if self.attention_type == "galerkin":
-            return q @ self.dropout(k.transpose(-2, -1) @ v / n_tokens)
         if self.attention_type == "linear":
             kv = k.softmax(dim=-2).transpose(-2, -1) @ v
             return q.softmax(dim=-1) @ self.dropout(kv)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -12,6 +14,31 @@ from opformer.errors import ConfigError
 from opformer.nn.mlp import make_activation
 
 _AXIS_LETTERS = "xyz"
+
+
+@functools.lru_cache(maxsize=16)
+def _dft_bases(n: int, modes: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Real matrices of the "ortho" rfft restricted to modes ``0..modes-1`` and of its inverse.
+
+    ``forward`` ``(2 * modes, n)`` maps a real signal to ``[Re c_k; Im c_k]``; ``inverse`` ``(n, 2 * modes)``
+    maps those to ``irfft(c, n, norm="ortho")`` with every other mode zero (the imaginary parts of the
+    zero and Nyquist modes are ignored, as ``irfft`` does). Built in float64, then cast.
+    """
+    j = torch.arange(n, dtype=torch.float64)
+    k = torch.arange(modes, dtype=torch.float64)
+    angle = 2 * math.pi * torch.remainder(torch.outer(j, k), n) / n  # exact phases for large j * k
+    cos, sin = torch.cos(angle) / math.sqrt(n), torch.sin(angle) / math.sqrt(n)
+    forward = torch.cat([cos, -sin], dim=1).t()
+    weight = torch.full((modes,), 2.0, dtype=torch.float64)
+    weight[0] = 1.0
+    if n % 2 == 0 and modes == n // 2 + 1:
+        weight[-1] = 1.0  # the Nyquist mode appears once in a real signal
+    sin_part = -weight * sin
+    sin_part[:, 0] = 0.0
+    if n % 2 == 0 and modes == n // 2 + 1:
+        sin_part[:, -1] = 0.0
+    inverse = torch.cat([weight * cos, sin_part], dim=1)
+    return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
 
 
 class SpectralConv(nn.Module):
@@ -67,6 +94,8 @@ class SpectralConv(nn.Module):
         dims = tuple(range(1, self.ndim + 1))
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
+            if self.ndim == 1:
+                return self._forward_1d(x.to(real_dtype))
             x_ft = torch.fft.rfftn(x.to(real_dtype), dim=dims, norm="ortho")
             weight = torch.view_as_complex(self.weight.to(real_dtype))
             out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
@@ -85,6 +114,24 @@ class SpectralConv(nn.Module):
                     self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
                 )
             return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
+
+    def _forward_1d(self, x: Tensor) -> Tensor:
+        """1D case as three matrix products: the kept modes' DFT, the per-mode complex weights, the inverse.
+
+        Same result as ``irfft(W rfft(x))`` with the ortho norm; for the few kept modes of a long grid,
+        matrix products over the grid are faster than full FFTs and keep the data channel-last.
+        """
+        batch, n, c_in = x.shape
+        kept = min(self.modes[0], n // 2 + 1)
+        forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
+        # (batch, 2 * kept, c_in) -> (kept, batch, [re, im] * c_in)
+        x_ft = (forward @ x).view(batch, 2, kept, c_in).permute(2, 0, 1, 3).reshape(kept, batch, 2 * c_in)
+        w_re, w_im = self.weight[0, :, :, :kept].to(x.dtype).permute(3, 2, 0, 1).unbind(0)
+        # [re, im] @ [[w_re, w_im], [-w_im, w_re]] is the complex product per mode
+        block = torch.cat([torch.cat([w_re, w_im], dim=-1), torch.cat([-w_im, w_re], dim=-1)], dim=-2)
+        out_ft = torch.bmm(x_ft, block).view(kept, batch, 2, self.out_channels)
+        out_ft = out_ft.permute(1, 2, 0, 3).reshape(batch, 2 * kept, self.out_channels)
+        return inverse @ out_ft
 
 
 class FourierLayer(nn.Module):

@@ -80,6 +80,51 @@ def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, confi
     return torch.stack(losses).mean()
 
 
+def marched_frames(config: RolloutConfig, epoch: int) -> int:
+    """latent_marching: bundled frames in each call's loss at ``epoch`` (0-based), 1 growing linearly to
+    ``t_out`` over ``march_curriculum_epochs`` (``t_out`` from the start if that is 0)."""
+    if config.march_curriculum_epochs == 0:
+        return config.t_out
+    grown = 1 + (config.t_out - 1) * epoch // config.march_curriculum_epochs
+    return min(config.t_out, grown)
+
+
+def pushforward_active(config: RolloutConfig, epoch: int) -> bool:
+    """latent_marching: whether ``epoch`` (0-based) trains with pushforward."""
+    return config.pushforward_epoch is not None and epoch >= config.pushforward_epoch
+
+
+def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig,
+                         epoch: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """FactFormer's LM protocol: the relative L2 of a call's first :func:`marched_frames` frames.
+
+    Before pushforward: one call. With pushforward: ``unroll_steps`` calls, each fed the previous one's
+    detached output; the first (teacher-forced) and the last (pushforward) calls carry gradients and the loss is
+    the mean of their two losses, the calls between run without gradient. Input noise acts on every input.
+    """
+    t_out, frames = config.t_out, marched_frames(config, epoch)
+    calls = config.unroll_steps if pushforward_active(config, epoch) else 1
+    losses = []
+    for call in range(calls):
+        target = future[..., call * t_out:call * t_out + frames, :]
+        if call in (0, calls - 1):
+            new = step(add_relative_noise(context, config.noise, generator))
+            losses.append(relative_l2_per_sample(new[..., :frames, :], target).mean())
+        else:
+            with torch.no_grad():
+                new = step(add_relative_noise(context, config.noise, generator))
+        context = advance(context, new.detach())
+    return torch.stack(losses).mean()
+
+
+def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """The training loss of a batch of windows at ``epoch`` under the configured strategy."""
+    if config.strategy == "latent_marching":
+        return latent_marching_loss(step, context, future, config, epoch, generator)
+    return strategy_loss(step, context, future, config, curriculum_steps(config, epoch), generator)
+
+
 @torch.no_grad()
 def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,7 +22,7 @@ from opformer.errors import ConfigError
 from opformer.eval.evaluate import NOISE_SEED_OFFSETS, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.losses import H1RelativeLoss, relative_l2
-from opformer.train.rollout import curriculum_steps, rollout_errors, strategy_loss
+from opformer.train.rollout import rollout_errors, window_loss
 
 
 class Task(Protocol):
@@ -178,10 +178,9 @@ class TrajectoryTask:
 
     def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
              generator: torch.Generator, device: torch.device) -> torch.Tensor:
-        """The strategy's loss, with the curriculum's number of model calls at this epoch."""
+        """The strategy's loss at this epoch (the curriculum's number of calls or of marched frames)."""
         context, future = (t.to(device) for t in batch)
-        rollout = self.config.rollout
-        return strategy_loss(surrogate, context, future, rollout, curriculum_steps(rollout, epoch), generator)
+        return window_loss(surrogate, context, future, self.config.rollout, epoch, generator)
 
     def validate(self, surrogate: Surrogate, device: torch.device) -> float:
         """Trajectory-averaged relative L2 of rollouts of the validation trajectories."""

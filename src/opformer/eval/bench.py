@@ -1,0 +1,252 @@
+"""``opformer bench``: time, memory and FLOPs of models across resolutions, with peers side by side.
+
+Every cell (preset x implementation x resolution) runs in a fresh child process
+(:mod:`opformer.eval.bench_cell`), so its peak memory is its own. The parent predicts each cell's time
+and memory from the smaller resolutions already measured and skips a cell that would exceed a budget;
+a child that still goes over (or dies) is stopped and its cell marked, never the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from opformer.errors import ConfigError
+from opformer.eval.flops import matmul_peak
+from opformer.eval.peers import OPFORMER, PEER_OF_PRESET
+from opformer.models.registry import PRESETS
+
+GIB = 1024**3
+#: Attention types whose cost grows like N^2; the growth assumed before two resolutions are measured.
+QUADRATIC_ATTENTION = ("fourier", "softmax")
+
+
+def total_memory() -> int:
+    """Physical memory in bytes (Linux ``/proc/meminfo``; 16 GiB if unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * GIB
+
+
+@dataclass
+class BenchSettings:
+    """What ``opformer bench`` measures and its budgets (per cell)."""
+
+    models: list[str]
+    resolutions: list[int]
+    batch: int = 4
+    mode: str = "train"
+    repeats: int = 10
+    warmup: int = 2
+    threads: int = field(default_factory=torch.get_num_threads)
+    device: str = "cpu"
+    peers: bool = False
+    time_budget: float = 300.0
+    memory_budget: float = field(default_factory=lambda: 0.75 * total_memory())
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` (one line) for unknown models or non-positive sizes."""
+        unknown = [m for m in self.models if m not in PRESETS]
+        if unknown or not self.models:
+            raise ConfigError(f"--models: unknown preset {', '.join(unknown) or '(none)'}; "
+                              f"valid: {', '.join(sorted(PRESETS))}")
+        if not self.resolutions or min(self.resolutions) < 1:
+            raise ConfigError(f"--resolutions: expected positive grid sizes, got {self.resolutions}")
+        for name in ("batch", "repeats", "threads"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name}: expected a positive integer, got {getattr(self, name)}")
+        if self.warmup < 0 or self.time_budget <= 0 or self.memory_budget <= 0:
+            raise ConfigError("--warmup must be >= 0 and the budgets positive")
+        if self.mode not in ("forward", "train"):
+            raise ConfigError(f"--mode: expected forward or train, got {self.mode!r}")
+
+
+def _growth(previous: list[dict[str, Any]], key: str, preset_name: str) -> tuple[float, float, int] | None:
+    """``(value, exponent, resolution)`` to extrapolate ``key`` from the measured cells of one row."""
+    measured = [r for r in previous if r["status"] == "ok"]
+    if not measured:
+        return None
+    last = measured[-1]
+    if len(measured) >= 2 and measured[-2]["resolution"] < last["resolution"]:
+        before = measured[-2]
+        exponent = math.log(last[key] / before[key]) / math.log(last["resolution"] / before["resolution"])
+        exponent = max(exponent, 0.0)
+    else:
+        exponent = 2.0 if PRESETS[preset_name].get("attention_type") in QUADRATIC_ATTENTION else 1.0
+    return last[key], exponent, last["resolution"]
+
+
+def predict_skip(previous: list[dict[str, Any]], preset_name: str, resolution: int,
+                 settings: BenchSettings) -> str | None:
+    """The skip mark of a cell whose extrapolated time or memory exceeds a budget, else None."""
+    steps = settings.warmup + settings.repeats + 1
+    time_growth = _growth(previous, "seconds_median", preset_name)
+    if time_growth is not None:
+        value, exponent, base = time_growth
+        if value * (resolution / base) ** exponent * steps > settings.time_budget:
+            return "skipped: time budget (predicted)"
+    memory_growth = _growth(previous, "peak_memory_bytes", preset_name)
+    if memory_growth is not None:
+        value, exponent, base = memory_growth
+        if value * (resolution / base) ** exponent > settings.memory_budget:
+            return "skipped: memory budget (predicted)"
+    return None
+
+
+def _rss(pid: int) -> int:
+    """Current resident set of a process in bytes (0 if unknown)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
+    """Run one cell in a fresh interpreter; stop it at the time or memory budget."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
+    command = [sys.executable, "-m", "opformer.eval.bench_cell", json.dumps(spec)]
+    start = time.monotonic()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as child:
+        status = None
+        while child.poll() is None:
+            if time.monotonic() - start > settings.time_budget:
+                status = f"skipped: time budget (stopped after {settings.time_budget:g} s)"
+            elif _rss(child.pid) > settings.memory_budget:
+                status = f"skipped: memory budget (stopped above {settings.memory_budget / GIB:.3g} GiB)"
+            if status:
+                child.kill()
+                child.communicate()
+                return {"status": status}
+            time.sleep(0.05)
+        out, err = child.communicate()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        reason = (err.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
+        return {"status": f"failed: {reason[:200]}"}
+    return json.loads(lines[-1])
+
+
+def plan_rows(settings: BenchSettings) -> list[tuple[str, str]]:
+    """``(preset, implementation)`` rows: every model, and its peer after it when peers are on."""
+    rows = []
+    for name in settings.models:
+        rows.append((name, OPFORMER))
+        if settings.peers and name in PEER_OF_PRESET:
+            rows.append((name, PEER_OF_PRESET[name][0]))
+    return rows
+
+
+def fit_slope(cells: list[dict[str, Any]], key: str) -> float | None:
+    """Least-squares slope of log(key) against log(resolution) over the measured cells."""
+    points = [(math.log(c["resolution"]), math.log(c[key])) for c in cells if c["status"] == "ok" and c[key] > 0]
+    if len(points) < 2 or len({p[0] for p in points}) < 2:
+        return None
+    mean_x = sum(p[0] for p in points) / len(points)
+    mean_y = sum(p[1] for p in points) / len(points)
+    sxx = sum((p[0] - mean_x) ** 2 for p in points)
+    return sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / sxx
+
+
+def add_ratios(cells: list[dict[str, Any]]) -> None:
+    """Set ``ratio_to_peer`` (opformer time / peer time) on opformer cells whose peer cell was measured."""
+    peers = {(c["model"], c["resolution"]): c for c in cells if c["implementation"] != OPFORMER}
+    for cell in cells:
+        peer = peers.get((cell["model"], cell["resolution"]))
+        if cell["implementation"] == OPFORMER and peer and cell["status"] == peer["status"] == "ok":
+            cell["ratio_to_peer"] = cell["seconds_median"] / peer["seconds_median"]
+            cell["memory_ratio_to_peer"] = cell["peak_memory_bytes"] / peer["peak_memory_bytes"]
+
+
+def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
+    """Measure every cell; returns the JSON-serialisable report (settings, machine, cells, slopes)."""
+    settings.validate()
+    peak = matmul_peak(settings.threads, device=settings.device)
+    cells: list[dict[str, Any]] = []
+    for preset_name, implementation in plan_rows(settings):
+        row: list[dict[str, Any]] = []
+        for resolution in sorted(settings.resolutions):
+            spec = {"preset": preset_name, "implementation": implementation, "resolution": resolution,
+                    "batch": settings.batch, "mode": settings.mode, "repeats": settings.repeats,
+                    "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
+            unavailable = next((c["status"] for c in row if c["status"].startswith("peer unavailable")), None)
+            skip = unavailable or predict_skip(row, preset_name, resolution, settings)
+            result = {"status": skip} if skip else run_child(spec, settings)
+            cell = {"model": preset_name, "implementation": implementation, "resolution": resolution,
+                    "batch": settings.batch, "mode": settings.mode, **result}
+            if cell["status"] == "ok":
+                cell["peak_fraction"] = cell["flop_rate"] / peak
+            row.append(cell)
+            progress(format_cell(cell))
+        cells.extend(row)
+    add_ratios(cells)
+    slopes = {}
+    for preset_name, implementation in plan_rows(settings):
+        row = [c for c in cells if c["model"] == preset_name and c["implementation"] == implementation]
+        slopes[f"{preset_name}/{implementation}"] = {"time": fit_slope(row, "seconds_median"),
+                                                     "memory": fit_slope(row, "peak_memory_bytes")}
+    return {
+        "settings": {k: v for k, v in vars(settings).items()},
+        "machine": {"torch": torch.__version__, "python": platform.python_version(),
+                    "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                    "threads": settings.threads, "device": settings.device, "matmul_peak_flops": peak},
+        "cells": cells,
+        "slopes": slopes,
+    }
+
+
+def format_cell(cell: dict[str, Any]) -> str:
+    """One progress line of a cell."""
+    label = f"{cell['model']} [{cell['implementation']}] n={cell['resolution']}"
+    if cell["status"] != "ok":
+        return f"{label}: {cell['status']}"
+    return (f"{label}: {cell['seconds_median']:.4g} s/step, {cell['peak_memory_bytes'] / GIB:.3g} GiB, "
+            f"{cell['flop_rate'] / 1e9:.3g} GFLOP/s ({100 * cell['peak_fraction']:.0f}% of peak)")
+
+
+#: ``--solver`` choices -> the surrogate preset timed against the solver when --models names none of its kind.
+SOLVER_SURROGATES = {"burgers": "gt_burgers"}
+
+
+def solver_comparison(settings: BenchSettings, solver: str, progress: Any = print) -> dict[str, Any]:
+    """Seconds per sample of the built-in solver versus the surrogate's inference at each resolution.
+
+    The surrogate is the first 1D Burgers model of ``settings.models`` (else ``gt_burgers``), untrained
+    (inference costs the same), timed in forward mode in a fresh process like any cell.
+    """
+    from opformer.eval.bench_report import time_burgers_solver
+
+    if solver not in SOLVER_SURROGATES:
+        raise ConfigError(f"--solver: unknown solver {solver!r}; valid: {', '.join(SOLVER_SURROGATES)}")
+    surrogate = next((m for m in settings.models if m.endswith("_burgers")), SOLVER_SURROGATES[solver])
+    rows = []
+    for resolution in sorted(settings.resolutions):
+        spec = {"preset": surrogate, "implementation": OPFORMER, "resolution": resolution,
+                "batch": settings.batch, "mode": "forward", "repeats": settings.repeats,
+                "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
+        cell = run_child(spec, settings)
+        per_sample = cell["seconds_median"] / settings.batch if cell["status"] == "ok" else None
+        solver_time = time_burgers_solver(resolution, settings.batch, settings.threads)
+        speedup = None if per_sample is None else solver_time / per_sample
+        rows.append({"resolution": resolution, "solver_seconds_per_sample": solver_time,
+                     "surrogate_seconds_per_sample": per_sample, "speedup": speedup,
+                     "surrogate_status": cell["status"]})
+        progress(f"{solver} solver n={resolution}: {solver_time:.4g} s/sample; {surrogate}: "
+                 + (cell["status"] if per_sample is None else f"{per_sample:.4g} s/sample, speedup {speedup:.1f}x"))
+    return {"solver": solver, "surrogate": surrogate, "rows": rows}

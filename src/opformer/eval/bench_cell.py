@@ -1,0 +1,135 @@
+"""One benchmark cell (model x implementation x resolution), run in a fresh child process.
+
+``python -m opformer.eval.bench_cell '<json spec>'`` prints one JSON line with the measurements; the
+parent (:mod:`opformer.eval.bench`) starts one such process per cell so that the peak resident set of a
+cell is its own. The spec holds ``preset, implementation, resolution, batch, mode, repeats, warmup,
+threads, device``.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from opformer.eval.flops import count_flops
+from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
+from opformer.models.registry import build_model, preset
+
+
+def input_shape(model: nn.Module, batch: int, resolution: int) -> tuple[int, ...]:
+    """Channel-last input shape of an opformer model: ``(batch, *[n] * ndim, [t_in,] in_channels)``."""
+    config = getattr(model, "config", {})
+    shape = [batch] + [resolution] * int(getattr(model, "ndim", 1))
+    if config.get("t_in") is not None:
+        shape.append(int(config["t_in"]))
+    shape.append(int(config.get("in_channels", 1)))
+    return tuple(shape)
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Trainable parameters, a complex entry counted twice (as opformer stores complex weights)."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad)
+
+
+def _build(spec: dict[str, Any]) -> Peer:
+    """The model of the cell and its call on a channel-last (or the peer's native layout) input."""
+    if spec["implementation"] == OPFORMER:
+        model = build_model(preset(spec["preset"]))
+        return Peer(model, model)
+    implementation, attention_type = PEER_OF_PRESET[spec["preset"]]
+    return build_peer(implementation, attention_type)
+
+
+def _peak_memory(device: torch.device) -> tuple[int, str]:
+    """Peak memory of this process: CUDA ``max_memory_allocated`` or the CPU peak resident set."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "cuda max_memory_allocated"
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is in KiB on Linux, bytes on macOS
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale), "peak RSS"
+
+
+def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str) -> Callable[[], None]:
+    """One forward (inference) or training (forward + backward + Adam) step on fixed inputs."""
+    model = peer.model
+    if mode == "forward":
+        model.eval()
+
+        def forward_step() -> None:
+            with torch.inference_mode():
+                peer.forward(x)
+
+        return forward_step
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def train_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = (peer.forward(x) - target).square().mean()
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure one cell; returns the result fields (``status`` is "ok" or why it was not measured)."""
+    torch.set_num_threads(int(spec["threads"]))
+    device = torch.device(spec["device"])
+    torch.manual_seed(0)
+    try:
+        peer = _build(spec)
+    except PeerUnavailable as exc:
+        return {"status": f"peer unavailable: {exc}"}
+    peer.model.to(device)
+    shape = input_shape(peer.model, spec["batch"], spec["resolution"]) if spec["implementation"] == OPFORMER \
+        else (spec["batch"], spec["resolution"], 1)
+    x = torch.randn(shape, device=device)
+    if peer.channel_first:
+        x = x.movedim(-1, 1).contiguous()
+    with torch.no_grad():
+        peer.model.eval()
+        target = torch.randn_like(peer.forward(x))
+    step = make_step(peer, x, target, spec["mode"])
+    for _ in range(spec["warmup"]):
+        step()
+    times = []
+    for _ in range(spec["repeats"]):
+        _sync(device)
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    flops = count_flops(step)
+    memory, memory_kind = _peak_memory(device)
+    median = statistics.median(times)
+    quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    return {
+        "status": "ok", "seconds_median": median, "seconds_q1": quartiles[0], "seconds_q3": quartiles[2],
+        "seconds_min": min(times), "seconds_max": max(times), "samples_per_second": spec["batch"] / median,
+        "peak_memory_bytes": memory, "memory_kind": memory_kind, "flops_per_step": flops,
+        "flop_rate": flops / median, "parameters": parameter_count(peer.model),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cell given as a JSON argument and print its result as one JSON line."""
+    spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    print(json.dumps(run_cell(spec)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Outputs of ``opformer bench``: the markdown table, the log-log plot, the solver comparison."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from opformer.data.store import atomic_path
+
+GIB = 1024**3
+
+
+def _cell_columns(cell: dict[str, Any]) -> list[str]:
+    """Markdown columns of one cell after model, implementation and resolution."""
+    if cell["status"] != "ok":
+        return [cell["status"]] + [""] * 6
+    ratio = cell.get("ratio_to_peer")
+    return [
+        f"{cell['seconds_median']:.4g} [{cell['seconds_q1']:.4g}, {cell['seconds_q3']:.4g}]",
+        f"{cell['samples_per_second']:.4g}",
+        f"{cell['peak_memory_bytes'] / GIB:.3g}",
+        f"{cell['flops_per_step'] / 1e9:.4g}",
+        f"{100 * cell['peak_fraction']:.1f}%",
+        f"{cell['parameters']:,}",
+        "" if ratio is None else f"{ratio:.2f}",
+    ]
+
+
+def to_markdown(report: dict[str, Any], command: str = "") -> str:
+    """The report as a markdown table (one row per cell), with the machine, peak and fitted slopes."""
+    settings, machine = report["settings"], report["machine"]
+    memory_kind = next((c["memory_kind"] for c in report["cells"] if c["status"] == "ok"), "peak RSS")
+    lines = [
+        f"# opformer bench: {settings['mode']} steps, batch {settings['batch']}",
+        "",
+        f"torch {machine['torch']}, {machine['processor']}, {machine['threads']} thread(s) on "
+        f"{machine['device']}; measured float32 matmul peak {machine['matmul_peak_flops'] / 1e9:.1f} GFLOP/s. "
+        f"Median of {settings['repeats']} steps after {settings['warmup']} warm-up steps [quartiles]; memory is "
+        f"the {memory_kind} of a fresh process per cell; FLOPs counted by torch.utils.flop_counter "
+        "(matrix products; FFTs and element-wise operations not counted).",
+    ]
+    if command:
+        lines += ["", f"Command: `{command}`"]
+    lines += [
+        "",
+        "| model | implementation | n | s/step [q1, q3] | samples/s | memory (GiB) | GFLOP/step | % of peak "
+        "| parameters | opformer/peer time |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cell in report["cells"]:
+        row = [cell["model"], cell["implementation"], str(cell["resolution"])] + _cell_columns(cell)
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Fitted log-log slopes versus n (time, memory):", ""]
+    for name, slope in report["slopes"].items():
+        text = ", ".join("n/a" if slope[k] is None else f"{slope[k]:.2f}" for k in ("time", "memory"))
+        lines.append(f"- {name}: {text}")
+    solver = report.get("solver")
+    if solver:
+        lines += ["", f"Solver ({solver['solver']}) versus surrogate ({solver['surrogate']}) inference, per sample:", "",
+                  "| n | solver s/sample | surrogate s/sample | speedup |", "|---|---|---|---|"]
+        for row in solver["rows"]:
+            surrogate = row["surrogate_seconds_per_sample"]
+            cells = [str(row["resolution"]), f"{row['solver_seconds_per_sample']:.4g}",
+                     "n/a" if surrogate is None else f"{surrogate:.4g}",
+                     "n/a" if row["speedup"] is None else f"{row['speedup']:.1f}x"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_bench(report: dict[str, Any], path: Path) -> Path:
+    """Log-log plot of seconds per step and peak memory versus resolution, fitted slopes in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, slope in report["slopes"].items():
+        model, implementation = name.split("/")
+        cells = [c for c in report["cells"] if c["model"] == model and c["implementation"] == implementation
+                 and c["status"] == "ok"]
+        if not cells:
+            continue
+        n = [c["resolution"] for c in cells]
+        style = "-o" if implementation == "opformer" else "--s"
+        for ax, key, scale, kind in ((ax_time, "seconds_median", 1.0, "time"),
+                                     (ax_memory, "peak_memory_bytes", 1 / GIB, "memory")):
+            label = name if slope[kind] is None else f"{name} (slope {slope[kind]:.2f})"
+            ax.loglog(n, [c[key] * scale for c in cells], style, label=label)
+    ax_time.set(xlabel="resolution n", ylabel="seconds per step", title="time")
+    ax_memory.set(xlabel="resolution n", ylabel="peak memory (GiB)", title="memory")
+    for ax in (ax_time, ax_memory):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.tight_layout()
+    tmp = atomic_path(path)
+    try:
+        figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(figure)
+    return path
+
+
+def time_burgers_solver(resolution: int, samples: int, threads: int, repeats: int = 3) -> float:
+    """Median seconds per sample of the built-in Burgers solver on the paper's data (t = 1) at ``resolution``.
+
+    Initial data are the paper's random fields; the solver runs with the data generator's defaults.
+    """
+    import numpy as np
+
+    from opformer.pde.burgers import DEFAULT_DT, PAPER_GRF, solve_burgers
+    from opformer.pde.grf import color_noise, grf_eigenvalues
+
+    grf = {key: PAPER_GRF[key] for key in ("alpha", "tau", "sigma", "zero_mean")}
+    eigenvalues = grf_eigenvalues((resolution,), length=1.0, **grf)
+    u0 = color_noise(np.random.default_rng(0).standard_normal((samples, resolution)), eigenvalues)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        solve_burgers(u0, 0.1 / (2 * np.pi), 1.0, dt=DEFAULT_DT, workers=threads)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) / samples

@@ -1,0 +1,202 @@
+"""FactFormer (Li, Shu & Barati Farimani 2023, "Scalable Transformer for PDE Surrogate Modeling").
+
+Time-dependent (``factformer2d``, ``factformer3d``): the ``t_in`` input frames as channels -> ``Linear`` to ``d``
+-> layers (random Fourier features of the coordinates added before each, then a factorised-attention block)
+-> ``Linear`` to the latent width -> ``t_out`` latent-marching steps ``z <- z + e_j; z <- z + MLP(LN(z))`` (a
+learned embedding ``e_j`` per step) -> every latent state decoded by the shared ``GroupNorm + 1x1`` head:
+``(batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)``.
+
+Steady (``factformer2d_steady``, Darcy): ``Linear`` lift -> layers -> ``GroupNorm`` -> a small CNN of 3x3
+convolutions with zero padding (for the Dirichlet boundary) -> ``1x1``: ``(batch, n, n, c) -> (batch, n, n, c)``.
+
+``attention="galerkin"`` swaps every factorised attention for the full-grid softmax-free Galerkin attention of
+:class:`opformer.nn.attention.SimpleAttention` on the flattened grid (the paper's section 4.3 comparison).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from opformer.errors import ConfigError, DataError
+from opformer.models.fno_time import check_time_sizes, frames_to_channels
+from opformer.nn.attention import SimpleAttention, check_choice
+from opformer.nn.factorized import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
+from opformer.nn.positional import grid_coordinates
+
+ATTENTIONS = ("factorized", "galerkin")
+
+
+class GalerkinMixer(nn.Module):
+    """Galerkin attention ``Q (K^T V) / N`` over all grid points, coordinates in every head."""
+
+    def __init__(self, dim: int, n_head: int, ndim: int) -> None:
+        super().__init__()
+        self.attention = SimpleAttention(dim, n_head, attention_type="galerkin", pos_dim=ndim)
+
+    def forward(self, u: Tensor, axes: list[Tensor]) -> Tensor:
+        """Attend over the flattened grid of ``u`` ``(batch, *spatial, d)``."""
+        pos = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).flatten(0, -2)
+        return self.attention(u.flatten(1, -2), pos).reshape(u.shape)
+
+
+class FactFormerEncoder(nn.Module):
+    """``n_layers`` of ``u <- u + Linear(GFF(x)); u <- block(u)`` on ``(batch, *spatial, d)``.
+
+    The coordinates are built from the grid's shape (``length``, ``periodic`` as in
+    :func:`opformer.nn.positional.grid_coordinates`); each layer has its own frozen Fourier-feature matrix.
+    """
+
+    def __init__(self, ndim: int, d_model: int, n_head: int, head_dim: int, n_layers: int, kernel_multiplier: int,
+                 block_latent: int | None, fourier_scale: float, rope_scale: float, attention: str, length: float,
+                 periodic: bool) -> None:
+        super().__init__()
+        check_choice("attention", attention, ATTENTIONS)
+        if min(d_model, n_head, head_dim, n_layers, kernel_multiplier) < 1:
+            raise ConfigError("FactFormer sizes (d_model, n_head, head_dim, n_layers, kernel_multiplier) must be >= 1")
+        if attention == "galerkin" and d_model % n_head:
+            raise ConfigError(f"attention galerkin: d_model ({d_model}) must be a multiple of n_head ({n_head})")
+        self.ndim, self.length, self.periodic = ndim, length, periodic
+        self.features = nn.ModuleList(GaussianFourierFeatures(ndim, d_model, fourier_scale) for _ in range(n_layers))
+        self.positional = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(n_layers))
+        if attention == "factorized":
+            blocks = (factorized_block(d_model, n_head, head_dim, ndim, block_latent, kernel_multiplier, rope_scale)
+                      for _ in range(n_layers))
+        else:
+            blocks = (MixerBlock(d_model, GalerkinMixer(d_model, n_head, ndim), d_model, n_head)
+                      for _ in range(n_layers))
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, u: Tensor) -> Tensor:
+        """Apply the layers to ``u`` ``(batch, *spatial, d)``."""
+        shape = tuple(u.shape[1:-1])
+        pos = grid_coordinates(shape, lengths=self.length, periodic=self.periodic, device=u.device, dtype=u.dtype)
+        axes = [grid_coordinates((n,), lengths=self.length, periodic=self.periodic, device=u.device,
+                                 dtype=u.dtype)[:, 0] for n in shape]
+        for features, positional, block in zip(self.features, self.positional, self.blocks):
+            u = block(u + positional(features(pos)), axes)
+        return u
+
+
+class LatentMarcher(nn.Module):
+    """``steps`` latent steps ``z <- z + e_j; z <- z + MLP(LN(z))`` with ``MLP = Linear -> GELU -> Linear``;
+    returns the ``steps`` latent states stacked on a new axis -2: ``(batch, *spatial, steps, latent)``."""
+
+    def __init__(self, latent_dim: int, steps: int) -> None:
+        super().__init__()
+        self.step_embedding = nn.Parameter(torch.randn(steps, latent_dim) * 0.02)
+        self.norm = nn.LayerNorm(latent_dim)
+        self.mlp = nn.Sequential(nn.Linear(latent_dim, latent_dim), nn.GELU(), nn.Linear(latent_dim, latent_dim))
+
+    def forward(self, z: Tensor) -> Tensor:
+        """March ``z`` ``(batch, *spatial, latent)``."""
+        states = []
+        for embedding in self.step_embedding:
+            z = z + embedding
+            z = z + self.mlp(self.norm(z))
+            states.append(z)
+        return torch.stack(states, dim=-2)
+
+
+class FactFormerTime(nn.Module):
+    """FactFormer with latent marching: ``(batch, *spatial, t_in, in_channels) -> (batch, *spatial, t_out,
+    out_channels)``, ``t_out`` latent steps per call. See the module docstring."""
+
+    ndim: int
+
+    def __init__(self, t_in: int, t_out: int, in_channels: int, out_channels: int | None, d_model: int, n_head: int,
+                 head_dim: int, kernel_multiplier: int, n_layers: int, latent_dim: int, block_latent: int | None,
+                 decoder_groups: int, fourier_scale: float, rope_scale: float, attention: str, length: float,
+                 periodic: bool) -> None:
+        super().__init__()
+        out_channels = out_channels or in_channels
+        check_time_sizes(t_in, t_out, in_channels, out_channels)
+        if latent_dim < 1 or decoder_groups < 1 or latent_dim % decoder_groups:
+            raise ConfigError(f"latent_dim ({latent_dim}) must be a positive multiple of decoder_groups "
+                              f"({decoder_groups})")
+        self.t_in, self.t_out, self.in_channels = t_in, t_out, in_channels
+        self.decoder_groups = decoder_groups
+        self.lift = nn.Linear(t_in * in_channels, d_model)
+        self.encoder = FactFormerEncoder(self.ndim, d_model, n_head, head_dim, n_layers, kernel_multiplier,
+                                         block_latent, fourier_scale, rope_scale, attention, length, periodic)
+        self.expand = nn.Linear(d_model, latent_dim, bias=False)
+        self.marcher = LatentMarcher(latent_dim, t_out)
+        self.decoder_norm = nn.GroupNorm(decoder_groups, latent_dim)
+        self.head = nn.Linear(latent_dim, out_channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Predict the next ``t_out`` frames of ``x`` ``(batch, *spatial, t_in, in_channels)``."""
+        h = self.encoder(self.lift(frames_to_channels(x, self.ndim, self.t_in, self.in_channels)))
+        states = self.marcher(self.expand(h))  # (batch, *spatial, t_out, latent)
+        # the shared decoder normalises each latent state on its own: put the steps on the batch axis
+        flat = states.movedim(-2, 1).flatten(0, 1)
+        out = self.head(group_norm_last(flat, self.decoder_groups, self.decoder_norm))
+        return out.unflatten(0, (x.shape[0], self.t_out)).movedim(1, -2)
+
+
+class FactFormer2d(FactFormerTime):
+    """FactFormer with latent marching on a periodic 2D grid (``factformer2d``)."""
+
+    ndim = 2
+
+    def __init__(self, t_in: int = 10, t_out: int = 4, in_channels: int = 1, out_channels: int | None = None,
+                 d_model: int = 128, n_head: int = 8, head_dim: int = 64, kernel_multiplier: int = 2,
+                 n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None, decoder_groups: int = 8,
+                 fourier_scale: float = 8.0, rope_scale: float = 64.0, attention: str = "factorized",
+                 length: float = 1.0, periodic: bool = True) -> None:
+        super().__init__(t_in, t_out, in_channels, out_channels, d_model, n_head, head_dim, kernel_multiplier,
+                         n_layers, latent_dim, block_latent, decoder_groups, fourier_scale, rope_scale, attention,
+                         length, periodic)
+
+
+class FactFormer3d(FactFormerTime):
+    """FactFormer with latent marching on a periodic 3D grid (``factformer3d``)."""
+
+    ndim = 3
+
+    def __init__(self, t_in: int = 10, t_out: int = 2, in_channels: int = 3, out_channels: int | None = None,
+                 d_model: int = 128, n_head: int = 6, head_dim: int = 64, kernel_multiplier: int = 3,
+                 n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None, decoder_groups: int = 8,
+                 fourier_scale: float = 8.0, rope_scale: float = 64.0, attention: str = "factorized",
+                 length: float = 1.0, periodic: bool = True) -> None:
+        super().__init__(t_in, t_out, in_channels, out_channels, d_model, n_head, head_dim, kernel_multiplier,
+                         n_layers, latent_dim, block_latent, decoder_groups, fourier_scale, rope_scale, attention,
+                         length, periodic)
+
+
+class FactFormer2dSteady(nn.Module):
+    """FactFormer for a steady 2D operator (Darcy): ``(batch, n, n, in_channels) -> (batch, n, n, out_channels)``.
+
+    ``Linear(in_channels, d)`` -> layers -> ``GroupNorm(decoder_groups, d)`` -> ``cnn_layers`` x (3x3 convolution
+    ``d -> d`` with zero padding, GELU) -> ``1x1`` convolution to ``out_channels``. The domain is the closed
+    square (``periodic=False``: both ends of each axis are grid points).
+    """
+
+    ndim = 2
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, d_model: int = 128, n_head: int = 12,
+                 head_dim: int = 64, kernel_multiplier: int = 2, n_layers: int = 3, block_latent: int | None = None,
+                 cnn_layers: int = 2, decoder_groups: int = 8, fourier_scale: float = 1.0, rope_scale: float = 64.0,
+                 attention: str = "factorized", length: float = 1.0, periodic: bool = False) -> None:
+        super().__init__()
+        if min(in_channels, out_channels) < 1 or cnn_layers < 0:
+            raise ConfigError("in_channels, out_channels must be >= 1 and cnn_layers >= 0")
+        if decoder_groups < 1 or d_model % decoder_groups:
+            raise ConfigError(f"d_model ({d_model}) must be a multiple of decoder_groups ({decoder_groups})")
+        self.decoder_groups = decoder_groups
+        self.lift = nn.Linear(in_channels, d_model)
+        self.encoder = FactFormerEncoder(2, d_model, n_head, head_dim, n_layers, kernel_multiplier, block_latent,
+                                         fourier_scale, rope_scale, attention, length, periodic)
+        self.decoder_norm = nn.GroupNorm(decoder_groups, d_model)
+        layers: list[nn.Module] = []
+        for _ in range(cnn_layers):
+            layers += [nn.Conv2d(d_model, d_model, 3, padding=1), nn.GELU()]
+        self.cnn = nn.Sequential(*layers, nn.Conv2d(d_model, out_channels, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map ``x`` ``(batch, n_1, n_2, in_channels)`` to ``(batch, n_1, n_2, out_channels)``."""
+        if x.dim() != 4:
+            raise DataError(f"FactFormer2dSteady: expected (batch, n_1, n_2, channels), got {tuple(x.shape)}")
+        h = self.encoder(self.lift(x))
+        h = self.decoder_norm(h.movedim(-1, 1))
+        return self.cnn(h).movedim(1, -1)

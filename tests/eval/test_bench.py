@@ -1,0 +1,121 @@
+"""``opformer bench``: the command on tiny sizes, FLOP formulas, budgets and errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from opformer.cli import main
+from opformer.eval.bench import BenchSettings, predict_skip
+from opformer.eval.bench_cell import run_cell
+from opformer.eval.flops import count_flops
+from opformer.nn.attention import SimpleAttention
+
+CELL_FIELDS = {"model", "implementation", "resolution", "batch", "mode", "status", "seconds_median", "seconds_q1",
+               "seconds_q3", "seconds_min", "seconds_max", "samples_per_second", "peak_memory_bytes",
+               "memory_kind", "flops_per_step", "flop_rate", "peak_fraction", "parameters"}
+TINY = ["--batch", "1", "--repeats", "2", "--warmup", "0", "--threads", "1"]
+
+
+def one_line_error(capsys, argv, *needles):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
+    out = tmp_path / "b"
+    code = main(["bench", "--models", "gt_burgers", "--resolutions", "16,32", *TINY, "--json", f"{out}.json",
+                 "--markdown", f"{out}.md", "--plot", f"{out}.png"])
+    assert code == 0
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["machine"]["matmul_peak_flops"] > 1e8
+    cells = report["cells"]
+    assert [c["resolution"] for c in cells] == [16, 32]
+    for cell in cells:
+        assert cell["status"] == "ok", cell
+        assert CELL_FIELDS <= set(cell), CELL_FIELDS - set(cell)
+        assert cell["parameters"] == 530_305
+        assert cell["seconds_min"] <= cell["seconds_median"] <= cell["seconds_max"]
+        assert cell["flops_per_step"] > 0 and 0 < cell["peak_fraction"] < 1
+    assert cells[1]["flops_per_step"] > cells[0]["flops_per_step"]
+    assert set(report["slopes"]["gt_burgers/opformer"]) == {"time", "memory"}
+    assert "| gt_burgers | opformer | 32 |" in (tmp_path / "b.md").read_text()
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob(".*.tmp"))  # written via temporary names and renamed
+
+
+def test_linear_layer_flops_match_formula():
+    b, n, c_in, c_out = 3, 17, 5, 7
+    layer = nn.Linear(c_in, c_out)
+    x = torch.randn(b, n, c_in, requires_grad=True)
+    assert count_flops(lambda: layer(x)) == 2 * b * n * c_in * c_out
+    # backward: the input and the weight gradients, one product each
+    assert count_flops(lambda: layer(x).sum().backward()) == 3 * 2 * b * n * c_in * c_out
+
+
+@pytest.mark.parametrize("n_head", [1, 2])
+def test_galerkin_attention_flops_match_formula(n_head):
+    b, n, d, p = 2, 50, 8, 1
+    dh, e = d // n_head, d // n_head + p
+    attn = SimpleAttention(d, n_head, "galerkin", pos_dim=p)
+    x, pos = torch.randn(b, n, d), torch.rand(n, p)
+    counted = count_flops(lambda: attn(x, pos))
+    # K, V projections; the blocks K^T V (per head), pos^T V, K^T pos, pos^T pos of [pos, K]^T [pos, V];
+    # M = A W_o^T per head; G = W_q^T M_q; c = b_q M_q + b_o; out = x G + c and + pos P
+    formula = (2 * 2 * b * n * d * d + 2 * b * n_head * n * dh * dh + 2 * b * p * n * d + 2 * b * d * n * p
+               + 2 * p * n * p + 2 * b * n_head * e * e * d + 2 * b * d * d * d + 2 * b * d * d
+               + 2 * b * n * d * d + 2 * b * n * p * d)
+    assert counted == formula
+    # the textbook order Q'(K'^T V') on [pos, .] per head, then the output map, costs more per token
+    textbook = 3 * 2 * b * n * d * d + 2 * 2 * b * n * n_head * e * e + 2 * b * n * n_head * e * d
+    assert counted < textbook
+    # and grows linearly in n: no N x N product
+    counts = [count_flops(lambda: attn(torch.randn(b, k * n, d), torch.rand(k * n, p))) for k in (1, 2, 3)]
+    assert counts[2] - counts[1] == counts[1] - counts[0]
+
+
+def test_cell_over_the_time_budget_is_stopped_and_marked(tmp_path, capsys):
+    code = main(["bench", "--models", "gt_burgers", "--resolutions", "16", *TINY, "--time-budget", "0.2",
+                 "--json", str(tmp_path / "b.json")])
+    assert code == 0
+    (cell,) = json.loads((tmp_path / "b.json").read_text())["cells"]
+    assert cell["status"].startswith("skipped: time budget")
+
+
+def test_predicted_budget_overrun_is_skipped_before_running():
+    settings = BenchSettings(models=["gt_burgers", "ft_burgers"], resolutions=[8, 64], repeats=4, warmup=1,
+                             time_budget=100.0, memory_budget=2.0**30)
+    done = [{"status": "ok", "resolution": 8, "seconds_median": 1.0, "peak_memory_bytes": 2.0**20}]
+    assert predict_skip(done, "gt_burgers", 16, settings) is None  # 2 s x 6 steps
+    assert predict_skip(done, "gt_burgers", 160, settings) == "skipped: time budget (predicted)"
+    assert predict_skip(done, "ft_burgers", 64, settings) == "skipped: time budget (predicted)"  # quadratic
+    big = [{**done[0], "seconds_median": 1e-3, "peak_memory_bytes": 2.0**29}]
+    assert predict_skip(big, "gt_burgers", 32, settings) == "skipped: memory budget (predicted)"
+
+
+def test_missing_peer_package_marks_its_rows(monkeypatch):
+    monkeypatch.setitem(sys.modules, "galerkin_transformer.model", None)  # import fails
+    spec = {"preset": "gt_burgers", "implementation": "galerkin-transformer", "resolution": 16, "batch": 1,
+            "mode": "forward", "repeats": 1, "warmup": 0, "threads": 1, "device": "cpu"}
+    result = run_cell(spec)
+    assert result["status"].startswith("peer unavailable: cannot import galerkin_transformer")
+
+
+def test_bad_input_gives_one_line_errors(capsys, tmp_path):
+    one_line_error(capsys, ["bench", "--models", "gt_burgers,nope"], "--models", "nope", "gt_burgers")
+    one_line_error(capsys, ["bench", "--resolutions", "512,0"], "--resolutions")
+    one_line_error(capsys, ["bench", "--resolutions", "5x"], "--resolutions")
+    one_line_error(capsys, ["bench", "--batch", "0"], "--batch")
+    one_line_error(capsys, ["bench", "--json", str(tmp_path / "missing" / "b.json")], "--json", "cannot write")
+    one_line_error(capsys, ["bench", "--plot", str(tmp_path)], "--plot")
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    assert "example:\n  opformer bench" in capsys.readouterr().out

@@ -1,0 +1,164 @@
+"""FactFormer models: parameter counts (formula and presets), shapes, latent marching, the Galerkin-attention
+variant, input errors, and learning a tiny advection problem."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from opformer.errors import ConfigError, DataError
+from opformer.models import build_model, preset
+from opformer.models.factformer import FactFormer2d, FactFormer2dSteady, FactFormer3d, GalerkinMixer
+from opformer.nn.attention import SimpleAttention
+
+
+def _count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _linear(i: int, o: int, bias: bool = True) -> int:
+    return i * o + (o if bias else 0)
+
+
+def _layer_params(ndim: int, d: int, heads: int, head_dim: int, km: int, latent: int) -> int:
+    """One encoder layer: positional Linear + block (LN, V, per axis projection + kernel, output network)."""
+    projection = _linear(d, d) + 2 * d + _linear(d, 2 * d) + _linear(d, latent)  # gamma, LN, GEGLU MLP
+    kernel = 2 * _linear(latent, heads * head_dim * km, bias=False)  # q and k
+    block = 2 * d + _linear(d, heads * head_dim, bias=False) + ndim * (projection + kernel)
+    block += _linear(heads * head_dim, d) + _linear(d, d)
+    return _linear(d, d) + block
+
+
+def _time_params(ndim, t_in, t_out, c, d, heads, head_dim, km, layers, latent) -> int:
+    marcher = t_out * latent + 2 * latent + 2 * _linear(latent, latent)
+    decoder = 2 * latent + _linear(latent, c)
+    return (_linear(t_in * c, d) + layers * _layer_params(ndim, d, heads, head_dim, km, d)
+            + _linear(d, latent, bias=False) + marcher + decoder)
+
+
+def _steady_params(c, d, heads, head_dim, km, layers, cnn_layers) -> int:
+    decoder = 2 * d + cnn_layers * (9 * d * d + d) + _linear(d, c)
+    return _linear(c, d) + layers * _layer_params(2, d, heads, head_dim, km, d) + decoder
+
+
+def test_parameter_counts_by_formula():
+    assert _count(FactFormer2d(t_in=3, t_out=2, in_channels=2, d_model=16, n_head=2, head_dim=4, kernel_multiplier=3,
+                               n_layers=2, latent_dim=24)) == _time_params(2, 3, 2, 2, 16, 2, 4, 3, 2, 24)
+    assert _count(FactFormer3d(t_in=2, t_out=3, in_channels=1, d_model=8, n_head=3, head_dim=2, n_layers=1,
+                               latent_dim=16)) == _time_params(3, 2, 3, 1, 8, 3, 2, 3, 1, 16)
+    assert _count(FactFormer2dSteady(d_model=16, n_head=2, head_dim=4, n_layers=2, cnn_layers=1)) == (
+        _steady_params(1, 16, 2, 4, 2, 2, 1)
+    )
+
+
+# exact counts of opformer's presets; the paper's figures (Li et al. 2023 / authors' code) in the comments
+@pytest.mark.parametrize(
+    ("name", "count", "formula"),
+    [("factformer_kolmogorov", 3_453_569, _time_params(2, 10, 4, 1, 128, 8, 64, 2, 4, 256)),  # paper 3.46M
+     ("factformer_darcy", 3_742_977, _steady_params(1, 128, 12, 64, 2, 3, 2)),  # paper 3.75M
+     ("factformer_turbulence3d", 5_032_067, _time_params(3, 10, 2, 3, 128, 6, 64, 3, 4, 256)),  # paper 5.09M
+     ("galerkin_kolmogorov", 641_665, None)],
+)
+def test_preset_parameter_counts(name, count, formula):
+    model = build_model(preset(name))
+    assert _count(model) == count
+    assert formula is None or formula == count
+
+
+def test_galerkin_variant_uses_full_grid_simple_attention():
+    model = build_model(preset("galerkin_kolmogorov"))
+    mixers = [block.mixer for block in model.encoder.blocks]
+    assert len(mixers) == 4 and all(isinstance(m, GalerkinMixer) for m in mixers)
+    assert all(m.attention.attention_type == "galerkin" and isinstance(m.attention, SimpleAttention) for m in mixers)
+    assert model(torch.randn(1, 12, 10, 10, 1)).shape == (1, 12, 10, 4, 1)
+
+
+TINY = {"d_model": 16, "n_head": 2, "head_dim": 4, "n_layers": 1}
+
+
+@pytest.mark.parametrize("attention", ["factorized", "galerkin"])
+def test_time_model_shapes_and_errors(attention):
+    two = build_model({"name": "factformer2d", "t_in": 3, "t_out": 2, "in_channels": 2, "latent_dim": 16,
+                       "attention": attention, **TINY})
+    assert two(torch.randn(2, 12, 10, 3, 2)).shape == (2, 12, 10, 2, 2)
+    three = build_model({"name": "factformer3d", "t_in": 2, "t_out": 3, "in_channels": 3, "out_channels": 1,
+                         "latent_dim": 16, "attention": attention, **TINY})
+    assert three(torch.randn(1, 6, 5, 4, 2, 3)).shape == (1, 6, 5, 4, 3, 1)
+    with pytest.raises(DataError, match=r"^model built for t_in=3, got 5 input frames$"):
+        two(torch.randn(2, 12, 10, 5, 2))
+    with pytest.raises(DataError, match=r"expects \(batch, 2 spatial axes, time, channels\)"):
+        two(torch.randn(2, 12, 10, 2))
+
+
+def test_steady_model_shapes_and_zero_padded_cnn():
+    model = build_model({"name": "factformer2d_steady", **TINY})
+    assert model(torch.randn(2, 11, 13, 1)).shape == (2, 11, 13, 1)
+    convs = [m for m in model.cnn if isinstance(m, torch.nn.Conv2d)]
+    assert [c.kernel_size for c in convs] == [(3, 3), (3, 3), (1, 1)]
+    assert all(c.padding_mode == "zeros" for c in convs)
+    with pytest.raises(DataError, match="expected \\(batch, n_1, n_2, channels\\)"):
+        model(torch.randn(2, 11, 13))
+
+
+def test_bad_constructor_values():
+    with pytest.raises(ConfigError, match="attention: unknown value 'softmax'"):
+        FactFormer2d(attention="softmax", **TINY)
+    with pytest.raises(ConfigError, match="multiple of decoder_groups"):
+        FactFormer2d(latent_dim=20, **TINY)
+    with pytest.raises(ConfigError, match="t_in, t_out"):
+        FactFormer3d(t_out=0, **TINY)
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        FactFormer2dSteady(d_model=16, n_head=0)
+
+
+def test_latent_marching_steps_share_the_decoder():
+    """A model marching 4 steps and one marching 2 with the same weights agree on the first 2 frames; each step
+    is a new latent state (frames differ), and the step embeddings are learned parameters."""
+    torch.manual_seed(0)
+    four = FactFormer2d(t_in=2, t_out=4, latent_dim=16, **TINY).eval()
+    two = FactFormer2d(t_in=2, t_out=2, latent_dim=16, **TINY).eval()
+    state = four.state_dict()
+    state["marcher.step_embedding"] = state["marcher.step_embedding"][:2]
+    two.load_state_dict(state)
+    x = torch.randn(2, 8, 8, 2, 1)
+    with torch.no_grad():
+        y4, y2 = four(x), two(x)
+    torch.testing.assert_close(y4[..., :2, :], y2)
+    assert not torch.allclose(y4[..., 2, :], y4[..., 3, :])
+    assert four.marcher.step_embedding.requires_grad and four.marcher.step_embedding.shape == (4, 16)
+
+
+def _advection_windows(n_samples: int, n: int, t_in: int, t_out: int, seed: int) -> tuple:
+    """Band-limited fields moved by one grid cell per frame on the periodic unit square."""
+    gen = torch.Generator().manual_seed(seed)
+    k = torch.fft.fftfreq(n, 1 / n)
+    kx, ky = torch.meshgrid(k, k, indexing="ij")
+    u0_hat = torch.randn(n_samples, n, n, generator=gen, dtype=torch.complex64) * ((kx.abs() <= 2) & (ky.abs() <= 2))
+    shift = torch.exp(-2j * math.pi * kx / n)
+    u = torch.stack([torch.fft.ifft2(u0_hat * shift**t).real for t in range(t_in + t_out)], dim=-1)
+    u = u[..., None] * n * n / 5
+    return u[..., :t_in, :], u[..., t_in:, :]
+
+
+def test_learns_tiny_advection_problem():
+    torch.manual_seed(0)
+    x_train, y_train = _advection_windows(16, 16, 2, 2, seed=1)
+    x_test, y_test = _advection_windows(8, 16, 2, 2, seed=2)
+    model = FactFormer2d(t_in=2, t_out=2, d_model=16, n_head=2, head_dim=8, n_layers=2, latent_dim=32,
+                         fourier_scale=1.0)
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def error(x, y):
+        return torch.linalg.norm(model(x) - y) / torch.linalg.norm(y)
+
+    with torch.no_grad():
+        initial = error(x_test, y_test).item()
+    for _ in range(60):
+        optimiser.zero_grad()
+        error(x_train, y_train).backward()
+        optimiser.step()
+    with torch.no_grad():
+        final = error(x_test, y_test).item()
+    assert initial > 0.9 and final < initial / 4  # the test error drops by a factor of at least 4 (about 7)

@@ -1,0 +1,132 @@
+"""The latent-marching (LM) strategy of the one trainer: the curriculum on marched frames, pushforward after a
+set epoch, its loss by hand, config errors, and a run of the trainer with it."""
+
+import csv
+
+import pytest
+import torch
+from torch import nn
+
+from opformer.config import RolloutConfig, config_from_dict
+from opformer.errors import ConfigError
+from opformer.models import registry
+from opformer.train.losses import relative_l2_per_sample
+from opformer.train.rollout import latent_marching_loss, marched_frames, pushforward_active, window_loss
+from opformer.train.trainer import train
+
+
+def lm(**keys) -> RolloutConfig:
+    return RolloutConfig(strategy="latent_marching", **keys)
+
+
+def test_schedule_of_marched_frames_and_pushforward_by_hand():
+    config = lm(t_out=4, march_curriculum_epochs=6, pushforward_epoch=5, unroll_steps=2)
+    # j = 1 + (4 - 1) * epoch // 6, at most 4
+    assert [marched_frames(config, e) for e in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+    assert [pushforward_active(config, e) for e in range(7)] == [False] * 5 + [True] * 2
+    assert marched_frames(lm(t_out=4), 0) == 4  # no curriculum: every frame from the start
+    assert not any(pushforward_active(lm(t_out=4), e) for e in range(100))
+
+
+def frames(*values):
+    """A (1, 1, t, 1) window holding the given frame values."""
+    return torch.tensor(values, dtype=torch.float64).reshape(1, 1, -1, 1)
+
+
+def _scalar(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(1, 1)
+
+
+def test_loss_covers_the_first_marched_frames_only():
+    w = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+
+    def step(context):  # two bundled frames: w x and w^2 x of the last context frame
+        last = context[..., -1:, :]
+        return torch.cat([w * last, w * w * last], dim=-2)
+
+    config = lm(t_out=2, march_curriculum_epochs=2)
+    context = frames(1.0)
+    early = latent_marching_loss(step, context, frames(1.0, 5.0), config, epoch=0)  # j = 1
+    assert early.item() == pytest.approx(0.1)  # |0.9 - 1| / 1; the second frame is not trained
+    late = latent_marching_loss(step, context, frames(1.0, 0.5), config, epoch=2)  # j = 2
+    expected = relative_l2_per_sample(frames(0.9, 0.81).flatten(1), frames(1.0, 0.5).flatten(1)).mean()
+    assert late.item() == pytest.approx(expected.item())
+
+
+def test_pushforward_trains_the_first_and_last_calls_on_detached_inputs():
+    w = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    inputs = []
+
+    def step(context):
+        inputs.append(context)
+        return w * context[..., -1:, :]
+
+    config = lm(t_out=1, pushforward_epoch=1, unroll_steps=3)
+    future = frames(1.0, 0.5, 0.4)
+    before = latent_marching_loss(step, frames(1.0), future, config, epoch=0)
+    assert len(inputs) == 1 and before.item() == pytest.approx(0.1)  # one teacher-forced call
+    inputs.clear()
+    loss = latent_marching_loss(step, frames(1.0), future, config, epoch=1)
+    assert len(inputs) == 3 and not any(t.requires_grad for t in inputs)  # fed detached predictions
+    (grad,) = torch.autograd.grad(loss, w)
+    z2 = torch.tensor(0.81, dtype=torch.float64)  # the input of the last call, a constant
+    first = relative_l2_per_sample(_scalar(w * 1.0), _scalar(torch.tensor(1.0))).mean()
+    last = relative_l2_per_sample(_scalar(w * z2), _scalar(torch.tensor(0.4))).mean()
+    expected = (first + last) / 2
+    assert loss.item() == pytest.approx(expected.item())
+    assert grad.item() == pytest.approx(torch.autograd.grad(expected, w)[0].item())
+    # the other strategies go through window_loss unchanged
+    assert window_loss(step, frames(1.0), future, lm(t_out=1), 0).item() == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [({"strategy": "latent_marching", "march_curriculum_epochs": -1},
+      "rollout.march_curriculum_epochs: expected a value >= 0, got -1"),
+     ({"strategy": "latent_marching", "pushforward_epoch": -2, "unroll_steps": 2},
+      "rollout.pushforward_epoch: expected an epoch >= 0, got -2"),
+     ({"strategy": "unroll", "unroll_steps": 2, "march_curriculum_epochs": 3},
+      "rollout.march_curriculum_epochs: only used by strategy latent_marching, not unroll"),
+     ({"strategy": "one_step", "pushforward_epoch": 3}, "rollout.pushforward_epoch: only used by strategy"),
+     ({"strategy": "latent_marching", "pushforward_epoch": 3}, "rollout.pushforward_epoch: pushforward needs "
+                                                                 "rollout.unroll_steps >= 2, got 1"),
+     ({"strategy": "latent_marching", "unroll_steps": 2}, "rollout.unroll_steps: is 2 but latent_marching without"),
+     ({"strategy": "latent_marching", "curriculum_epochs": 4}, "rollout.curriculum_epochs: latent_marching grows")],
+)
+def test_config_errors_name_the_key(keys, message):
+    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(")) as info:
+        RolloutConfig(**keys)
+    assert "\n" not in str(info.value)
+
+
+class TimeMix(nn.Module):
+    """A tiny time-dependent model: each output frame a learned combination of the input frames."""
+
+    ndim = 2
+
+    def __init__(self, t_in: int = 3, t_out: int = 1) -> None:
+        super().__init__()
+        self.mix = nn.Linear(t_in, t_out)
+
+    def forward(self, x):
+        return self.mix(x.transpose(-1, -2)).transpose(-1, -2)
+
+
+@pytest.mark.parametrize(("model", "epochs"), [({"name": "time_mix", "t_in": 3, "t_out": 2}, 6),
+                                               ({"name": "factformer2d", "t_in": 3, "t_out": 2, "d_model": 8,
+                                                 "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8}, 3)])
+def test_trainer_runs_the_lm_strategy(tmp_path, heat_file, monkeypatch, model, epochs):
+    monkeypatch.setitem(registry.MODELS, "time_mix", TimeMix)
+    config = {"seed": 0, "model": model,
+              "data": {"path": str(heat_file), "n_train": 6, "n_val": 2, "n_test": 2, "normalize_input": "channel",
+                       "normalize_target": "channel"},
+              "optim": {"lr": 3e-2 if model["name"] == "time_mix" else 3e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": epochs, "batch_size": 8, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 2, "strategy": "latent_marching", "march_curriculum_epochs": 2,
+                          "pushforward_epoch": 2, "unroll_steps": 2}}
+    train(config_from_dict(config), tmp_path / "run")
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        vals = [float(r["val_relative_l2"]) for r in csv.DictReader(f)]
+    assert len(vals) == epochs and all(v == v for v in vals)
+    if model["name"] == "time_mix":
+        assert vals[-1] < 0.5 * vals[0]
