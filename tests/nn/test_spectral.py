@@ -147,3 +147,44 @@ def test_bad_modes_rejected():
         SpectralConv(2, 2, (4, 4), ndim=1)
     with pytest.raises(ConfigError):
         SpectralConv(2, 2, 4, ndim=4)
+
+
+def fft_reference_2d(weight: torch.Tensor, modes: tuple[int, int], x: torch.Tensor) -> torch.Tensor:
+    """``irfft2`` of the weighted corner blocks of ``rfft2(x)`` ("ortho"), the FFT formula of the 2D layer."""
+    n1, n2 = x.shape[1:3]
+    k1, k2 = min(modes[0], n1 // 2), min(modes[1], n2 // 2 + 1)
+    x_ft = torch.fft.rfft2(x, dim=(1, 2), norm="ortho")
+    w = torch.view_as_complex(weight)
+    out = x_ft.new_zeros(*x_ft.shape[:-1], w.shape[2])
+    out[:, :k1, :k2] = torch.einsum("bxyi,ioxy->bxyo", x_ft[:, :k1, :k2], w[0, :, :, :k1, :k2])
+    out[:, n1 - k1:, :k2] = torch.einsum("bxyi,ioxy->bxyo", x_ft[:, n1 - k1:, :k2], w[1, :, :, modes[0] - k1:, :k2])
+    return torch.fft.irfft2(out, s=(n1, n2), dim=(1, 2), norm="ortho")
+
+
+@pytest.mark.parametrize(
+    ("spatial", "modes"),
+    # odd/even axes, every row kept (k1 = n1 / 2, the Nyquist row in the negative block), the Nyquist column
+    [((85, 85), (12, 12)), ((9, 12), (3, 5)), ((8, 8), (4, 5)), ((6, 7), (5, 9)), ((10, 9), (1, 1))],
+)
+def test_2d_matches_fft_formula_with_gradients(spatial, modes):
+    torch.manual_seed(0)
+    conv = _random_conv(3, 4, modes, 2).double()
+    x = torch.randn(2, *spatial, 3, dtype=torch.float64, requires_grad=True)
+    y = conv(x)
+    ref = fft_reference_2d(conv.weight, modes, x)
+    torch.testing.assert_close(y, ref, rtol=1e-12, atol=1e-12)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, [x, conv.weight], g)
+    ref_grads = torch.autograd.grad(ref, [x, conv.weight], g)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_2d_float32_close_to_float64():
+    torch.manual_seed(0)
+    conv = SpectralConv(32, 32, 12, 2)
+    x = torch.randn(2, 85, 85, 32)
+    y = conv(x)
+    assert y.dtype == torch.float32
+    ref = fft_reference_2d(conv.weight.double(), (12, 12), x.double())
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6

@@ -75,7 +75,8 @@ class DilResNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x`` ``(batch, *spatial, t_in, in_channels)`` to ``(batch, *spatial, t_out, out_channels)``."""
-        h = frames_to_channels(x, self.ndim, self.t_in, self.in_channels).movedim(-1, 1)
+        # channel-first and contiguous: convolutions of channel-last strides with circular padding run ~1.2x slower
+        h = frames_to_channels(x, self.ndim, self.t_in, self.in_channels).movedim(-1, 1).contiguous()
         if self.periodic and min(h.shape[2:]) < max(DILATIONS):
             raise DataError(
                 f"Dil-ResNet with circular padding needs >= {max(DILATIONS)} points per axis, got {tuple(h.shape[2:])}"

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.spectral import complex_blocks, axis_mode_product
 
 
 class AxisSpectralConv(nn.Module):
     """1D spectral convolution along one spatial axis of a channel-last field.
 
     ``rfft`` along ``axis`` (``norm="ortho"``), multiply the lowest ``modes`` frequencies ``0..modes-1`` by a
-    learned complex matrix per frequency (``in -> out`` channels), zero the rest, ``irfft`` back. On a grid
+    learned complex matrix per frequency (``in -> out`` channels), zero the rest, ``irfft`` back; computed as
+    matrix products with the kept modes' DFT bases (:func:`~opformer.nn.spectral.axis_mode_product`). On a grid
     of ``n`` points at most ``n // 2 + 1`` modes exist; the extra weights are then unused. Complex weights
     are stored as a real tensor ``(in, out, modes, 2)`` (a complex entry counts twice, as in the papers),
-    initialised like FNO: uniform in ``[0, 1 / (in * out))``. The FFT runs in float32 (float64 for float64
+    initialised like FNO: uniform in ``[0, 1 / (in * out))``. It runs in float32 (float64 for float64
     input) even under autocast.
     """
 
@@ -37,18 +40,14 @@ class AxisSpectralConv(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Apply the convolution along spatial axis ``axis`` of ``x`` ``(batch, *spatial, in_channels)``."""
         dim = self.axis + 1
-        n = x.shape[dim]
+        shape = x.shape
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
-            x_ft = torch.fft.rfft(x.to(real_dtype), dim=dim, norm="ortho").movedim(dim, -2)  # (..., freq, in)
-            kept = min(self.modes, n // 2 + 1)
-            weight = torch.view_as_complex(self.weight.to(real_dtype))[:, :, :kept]
-            out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
-            # one (in -> out) matrix per frequency: a batched matmul over the kept frequencies
-            low = x_ft[..., :kept, :].movedim(-2, 0)  # (kept, ..., in)
-            mixed = torch.bmm(low.reshape(kept, -1, self.in_channels), weight.permute(2, 0, 1))
-            out_ft[..., :kept, :] = mixed.reshape(*low.shape[:-1], self.out_channels).movedim(0, -2)
-            return torch.fft.irfft(out_ft.movedim(-2, dim), n=n, dim=dim, norm="ortho")
+            kept = min(self.modes, shape[dim] // 2 + 1)
+            blocks = complex_blocks(self.weight[:, :, :kept].to(real_dtype))
+            # (before the axis, axis, after the axis, channels): the product along axis 1 of that view
+            grid = x.to(real_dtype).reshape(math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:-1]), -1)
+            return axis_mode_product(grid, blocks).view(*shape[:-1], self.out_channels)
 
 
 class FactorizedSpectralConv(nn.Module):

@@ -41,6 +41,52 @@ def _dft_bases(n: int, modes: int, dtype: torch.dtype, device: torch.device) -> 
     return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
 
 
+@functools.lru_cache(maxsize=16)
+def _two_sided_bases(n: int, kept: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Real matrices of the "ortho" DFT restricted to the frequencies ``0..kept-1`` and ``-kept..-1`` (spectrum
+    rows ``0..kept-1`` and ``n-kept..n-1``, ``r = 2 * kept`` rows), and of its inverse.
+
+    ``forward`` ``(2r, n)`` maps a real signal to ``[Re c; Im c]`` of the kept rows; ``inverse`` ``(2n, 2r)``
+    maps ``[Re c; Im c]`` to ``[Re z; Im z]`` with ``z = ifft(c, n, norm="ortho")`` (every other row zero).
+    Built in float64, then cast.
+    """
+    rows = torch.cat([torch.arange(kept), torch.arange(n - kept, n)]).to(torch.float64)
+    j = torch.arange(n, dtype=torch.float64)
+    angle = 2 * math.pi * torch.remainder(torch.outer(rows, j), n) / n
+    cos, sin = torch.cos(angle) / math.sqrt(n), torch.sin(angle) / math.sqrt(n)
+    forward = torch.cat([cos, -sin])
+    inverse = torch.cat([torch.cat([cos.t(), -sin.t()], dim=1), torch.cat([sin.t(), cos.t()], dim=1)])
+    return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
+
+
+def complex_blocks(weight: Tensor) -> Tensor:
+    """Complex weights ``(in, out, modes, 2)`` as real blocks ``(modes, 2 in, 2 out)``.
+
+    ``[Re x, Im x] @ [[Re w, Im w], [-Im w, Re w]]`` is ``[Re, Im]`` of the complex product ``x w`` per mode.
+    """
+    w_re, w_im = weight.permute(3, 2, 0, 1).unbind(0)
+    return torch.cat([torch.cat([w_re, w_im], dim=-1), torch.cat([-w_im, w_re], dim=-1)], dim=-2)
+
+
+def axis_mode_product(x: Tensor, blocks: Tensor) -> Tensor:
+    """``irfft(W rfft(x))`` along axis 1 of a real ``x`` ``(outer, n, inner, c_in)`` ("ortho" norm), keeping
+    the lowest ``kept`` modes, as three matrix products.
+
+    ``blocks`` ``(kept, 2 c_in, 2 c_out)`` holds the per-mode complex weights as real blocks
+    (:func:`complex_blocks`). The kept modes' DFT and its inverse are cached real bases; for the few modes
+    of a long axis, matrix products over the grid beat full FFTs and keep the data channel-last. Returns
+    ``(outer, n, inner, c_out)``.
+    """
+    outer, n, inner, c_in = x.shape
+    kept, c_out = blocks.shape[0], blocks.shape[-1] // 2
+    forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
+    # (outer, [re, im], kept, inner, c_in) -> (kept, outer * inner, [re, im] * c_in)
+    x_ft = (forward @ x.reshape(outer, n, inner * c_in)).view(outer, 2, kept, inner, c_in)
+    x_ft = x_ft.permute(2, 0, 3, 1, 4).reshape(kept, outer * inner, 2 * c_in)
+    out_ft = torch.bmm(x_ft, blocks).view(kept, outer, inner, 2, c_out).permute(1, 3, 0, 2, 4)
+    return (inverse @ out_ft.reshape(outer, 2 * kept, inner * c_out)).view(outer, n, inner, c_out)
+
+
 class SpectralConv(nn.Module):
     """Multiply the lowest Fourier modes of a field by learned complex matrices.
 
@@ -54,8 +100,10 @@ class SpectralConv(nn.Module):
 
     Complex weights are stored as real tensors ``(blocks, in, out, *modes, 2)`` so that ``numel``
     counts a complex entry twice, as the papers do; initialised like FNO, real and imaginary parts
-    uniform in ``[0, 1 / (in * out))``. The FFTs and the mode products run in float32 (or float64
-    for float64 inputs) even under autocast; the result is in that precision.
+    uniform in ``[0, 1 / (in * out))``. The transforms and the mode products run in float32 (or float64
+    for float64 inputs) even under autocast; the result is in that precision. In 1D and 2D the transforms
+    of the kept modes are matrix products with cached DFT bases (same result as the FFTs; faster for few
+    modes on channel-last data); 3D uses ``rfftn``/``irfftn``.
     """
 
     def __init__(
@@ -96,6 +144,8 @@ class SpectralConv(nn.Module):
         with torch.autocast(device_type=x.device.type, enabled=False):
             if self.ndim == 1:
                 return self._forward_1d(x.to(real_dtype))
+            if self.ndim == 2:
+                return self._forward_2d(x.to(real_dtype))
             x_ft = torch.fft.rfftn(x.to(real_dtype), dim=dims, norm="ortho")
             weight = torch.view_as_complex(self.weight.to(real_dtype))
             out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
@@ -116,22 +166,40 @@ class SpectralConv(nn.Module):
             return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
 
     def _forward_1d(self, x: Tensor) -> Tensor:
-        """1D case as three matrix products: the kept modes' DFT, the per-mode complex weights, the inverse.
+        """1D case: :func:`axis_mode_product` on ``(batch, n, 1, c_in)``."""
+        kept = min(self.modes[0], x.shape[1] // 2 + 1)
+        blocks = complex_blocks(self.weight[0, :, :, :kept].to(x.dtype))
+        return axis_mode_product(x.unsqueeze(2), blocks).squeeze(2)
 
-        Same result as ``irfft(W rfft(x))`` with the ortho norm; for the few kept modes of a long grid,
-        matrix products over the grid are faster than full FFTs and keep the data channel-last.
+    def _forward_2d(self, x: Tensor) -> Tensor:
+        """2D case as matrix products on the channel-last grid: the kept rows of the DFT along the first axis
+        (both signs), the kept modes of the rfft along the second, the per-mode complex weights, and the two
+        inverses.
+
+        Same result as ``irfft2(W rfft2(x))`` with the ortho norm; for the few kept modes, matrix products are
+        faster than full FFTs of the strided channel-last data.
         """
-        batch, n, c_in = x.shape
-        kept = min(self.modes[0], n // 2 + 1)
-        forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
-        # (batch, 2 * kept, c_in) -> (kept, batch, [re, im] * c_in)
-        x_ft = (forward @ x).view(batch, 2, kept, c_in).permute(2, 0, 1, 3).reshape(kept, batch, 2 * c_in)
-        w_re, w_im = self.weight[0, :, :, :kept].to(x.dtype).permute(3, 2, 0, 1).unbind(0)
-        # [re, im] @ [[w_re, w_im], [-w_im, w_re]] is the complex product per mode
-        block = torch.cat([torch.cat([w_re, w_im], dim=-1), torch.cat([-w_im, w_re], dim=-1)], dim=-2)
-        out_ft = torch.bmm(x_ft, block).view(kept, batch, 2, self.out_channels)
-        out_ft = out_ft.permute(1, 2, 0, 3).reshape(batch, 2 * kept, self.out_channels)
-        return inverse @ out_ft
+        batch, n1, n2, c_in = x.shape
+        c_out, m1 = self.out_channels, self.modes[0]
+        k1, k2 = min(m1, n1 // 2), min(self.modes[1], n2 // 2 + 1)
+        rows = 2 * k1
+        forward1, inverse1 = _two_sided_bases(n1, k1, x.dtype, x.device)
+        forward2, inverse2 = _dft_bases(n2, k2, x.dtype, x.device)
+        # first axis, real -> complex: (batch, [re, im], rows, n2 * c_in)
+        y = forward1 @ x.reshape(batch, n1, n2 * c_in)
+        # second axis, applied to the real and the imaginary part: (batch, [re, im], rows, [cos, -sin], k2, c_in)
+        y = (forward2 @ y.view(batch * 2 * rows, n2, c_in)).view(batch, 2, rows, 2, k2, c_in)
+        x_re, x_im = y[:, 0, :, 0] - y[:, 1, :, 1], y[:, 1, :, 0] + y[:, 0, :, 1]
+        x_ft = torch.stack([x_re, x_im], dim=3).permute(1, 2, 0, 3, 4).reshape(rows * k2, batch, 2 * c_in)
+        weight = self.weight[:, :, :, :, :k2].to(x.dtype)
+        # the negative-frequency block holds -m1..-1; keep its last k1 rows
+        weight = torch.cat([weight[0, :, :, :k1], weight[1, :, :, m1 - k1:]], dim=2).flatten(2, 3)
+        out_ft = torch.bmm(x_ft, complex_blocks(weight)).view(rows, k2, batch, 2, c_out)
+        # inverse along the first axis: (batch, [re, im], n1, k2, c_out)
+        z = inverse1 @ out_ft.permute(2, 3, 0, 1, 4).reshape(batch, 2 * rows, k2 * c_out)
+        # real inverse along the second axis
+        z = z.view(batch, 2, n1, k2, c_out).transpose(1, 2).reshape(batch * n1, 2 * k2, c_out)
+        return (inverse2 @ z).view(batch, n1, n2, c_out)
 
 
 class FourierLayer(nn.Module):
