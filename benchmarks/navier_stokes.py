@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import run_record, train_all, write_results
+from training_runs import per_model_epochs, run_record, train_all, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -73,17 +73,6 @@ def main() -> None:
         "runs": rows,
     }
     write_results(RESULTS, "navier_stokes", result, markdown, load_before)
-
-
-def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
-    """``"40"`` -> 40 for every model; ``"fno2d=60,ffno=4"`` -> those (every model must be given)."""
-    if "=" not in text:
-        return dict.fromkeys(models, int(text))
-    epochs = {name: int(value) for name, value in (item.split("=") for item in text.split(","))}
-    missing = [model for model in models if model not in epochs]
-    if missing:
-        raise SystemExit(f"--epochs: no budget for {', '.join(missing)} (expected model=N for every model)")
-    return epochs
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -39,6 +39,18 @@ def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, cores: int 
         return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
 
 
+def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
+    """The ``--epochs`` of a benchmark: ``"40"`` -> 40 for every model; ``"fno2d=60,ffno=4"`` -> those (every
+    model must be given)."""
+    if "=" not in text:
+        return dict.fromkeys(models, int(text))
+    epochs = {name: int(value) for name, value in (item.split("=") for item in text.split(","))}
+    missing = [model for model in models if model not in epochs]
+    if missing:
+        raise SystemExit(f"--epochs: no budget for {', '.join(missing)} (expected model=N for every model)")
+    return epochs
+
+
 def machine() -> dict[str, Any]:
     """What the results were measured on."""
     import torch

@@ -1,7 +1,10 @@
 """generate -> train -> evaluate -> plot on a time-dependent preset, through the command line."""
 
+import json
+
 import h5py
 import numpy as np
+import pytest
 import yaml
 
 from opformer.cli import main
@@ -41,3 +44,25 @@ def test_trajectory_generate_errors_are_one_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "--nu: only used by navier-stokes" in err
     assert not (tmp_path / "k.h5").exists()
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["kolmogorov", "--resolution", "16", "--solve-resolution", "24"], "--solve-resolution 24: expected a multiple"),
+    (["turbulence3d", "--solve-resolution", "64"], "--solve-resolution: only used by navier-stokes and kolmogorov"),
+    (["burgers", "--solve-resolution", "64"], "--solve-resolution: only used by the time-dependent PDEs"),
+    (["darcy", "--t-final", "2"], "--t-final: only used by the time-dependent PDEs"),
+])
+def test_solver_grid_and_time_flags_are_checked(capsys, tmp_path, argv, needle):
+    code = main(["generate", argv[0], "--samples", "1", "--out", str(tmp_path / "d.h5"), *argv[1:]])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and needle in err, err
+    assert not (tmp_path / "d.h5").exists()
+
+
+def test_kolmogorov_solve_resolution_scales_the_time_step(tmp_path):
+    main(["generate", "kolmogorov", "--samples", "1", "--resolution", "16", "--solve-resolution", "32",
+          "--t-final", "0.0625", "--out", str(tmp_path / "k.h5")])
+    with h5py.File(tmp_path / "k.h5") as f:
+        solver = json.loads(f.attrs["solver"])
+    # 256^2 takes dt = 1e-3; a grid 8x coarser keeps the CFL number with a step 8x longer
+    assert solver["solve_resolution"] == 32 and solver["dt_max"] == pytest.approx(8e-3)

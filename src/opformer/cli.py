@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,12 +54,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
         generate_trajectory_file
 
     resolution = DEFAULT_RESOLUTION[args.pde] if args.resolution is None else args.resolution
+    if args.pde not in TRAJECTORY_PRESETS:
+        for flag, value in (("--t-final", args.t_final), ("--nu", args.nu), ("--solve-resolution", args.solve_resolution)):
+            if value is not None:
+                raise ConfigError(f"{flag}: only used by the time-dependent PDEs ({', '.join(TRAJECTORY_PRESETS)})")
     if args.pde in TRAJECTORY_PRESETS:
         if args.workers is not None:
             raise ConfigError(f"--workers: only used by darcy ({args.pde} solves batches on 2 threads)")
         with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
             path = generate_trajectory_file(args.pde, args.out, args.samples, resolution=resolution, seed=args.seed,
-                                            t_final=args.t_final, nu=args.nu, progress=bar.update)
+                                            t_final=args.t_final, nu=args.nu,
+                                            solve_resolution=args.solve_resolution, progress=bar.update)
     elif args.pde == "darcy":
         with _progress_bar(args.samples, f"darcy n={resolution}") as bar:
             path = generate_darcy_file(args.out, args.samples, resolution=resolution, seed=args.seed,
@@ -215,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nu", type=float, default=None, help="navier-stokes: viscosity (default 1e-3)")
     p.add_argument("--t-final", type=float, default=None,
                    help="time-dependent PDEs: last stored time (default 50 navier-stokes, 10 kolmogorov, 1 turbulence3d)")
+    p.add_argument("--solve-resolution", type=int, default=None,
+                   help="navier-stokes, kolmogorov: the solver's grid, a multiple of --resolution (default: the "
+                        "storage grid for nu >= 1e-3, else 256; kolmogorov 256, with dt scaled to keep the CFL number)")
     p.set_defaults(func=cmd_generate)
 
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")
@@ -281,9 +291,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; user errors print one line to stderr and exit 2, without a traceback."""
     args = build_parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C (temporary files removed, child processes stopped) instead of killing outright
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         return args.func(args)
     except OpformerError as exc:
@@ -292,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"opformer {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,3 +123,23 @@ def test_bad_input_gives_one_line_errors(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     assert "example:\n  opformer bench" in capsys.readouterr().out
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_terminated_bench_stops_its_cell_process(tmp_path):
+    """SIGTERM to ``opformer bench`` exits 130 and leaves no orphaned cell process behind."""
+    bench = subprocess.Popen([sys.executable, "-m", "opformer.cli", "bench", "--models", "gt_burgers",
+                              "--resolutions", "64", "--batch", "1", "--repeats", "100000", "--threads", "1",
+                              "--time-budget", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _children(bench.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (cell,) = _children(bench.pid)
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=30) == 130
+    assert "interrupted" in bench.stderr.read()
+    assert not Path(f"/proc/{cell}").exists()

@@ -62,12 +62,14 @@ TRAJECTORY_PRESETS = {
 
 def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, resolution: int | None = None,
                              seed: int = 0, t_final: float | None = None, nu: float | None = None,
+                             solve_resolution: int | None = None,
                              progress: Callable[[int], None] | None = None) -> Path:
     """Solve ``samples`` trajectories of a time-dependent preset and write a trajectory data set.
 
     ``navier-stokes``: the FNO-nu benchmark (vorticity on (0, 1)^2, ``nu`` default 1e-3, 50 time units);
     ``kolmogorov``: Kolmogorov flow at Re = 1000 on [0, 2 pi]^2; ``turbulence3d``: forced isotropic
-    turbulence (velocity u, v, w) in [0, 2 pi]^3. Frames are stored with their time stamps.
+    turbulence (velocity u, v, w) in [0, 2 pi]^3. Frames are stored with their time stamps. ``solve_resolution``
+    (2D presets) sets the solver's grid; frames are its point values on the storage grid.
     """
     import importlib
 
@@ -77,6 +79,9 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
         raise ConfigError(f"--samples {samples}: expected a positive number of samples")
     if nu is not None and pde != "navier-stokes":
         raise ConfigError(f"--nu: only used by navier-stokes (the {pde} preset fixes its viscosity)")
+    if solve_resolution is not None and pde == "turbulence3d":
+        raise ConfigError("--solve-resolution: only used by navier-stokes and kolmogorov (turbulence3d solves on "
+                          "the storage grid)")
     module, name, default = TRAJECTORY_PRESETS[pde]
     generator = getattr(importlib.import_module(module), name)
     kwargs: dict = {"resolution": resolution or default, "seed": seed, "progress": progress}
@@ -84,6 +89,11 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
         kwargs["t_final"] = t_final
     if pde == "navier-stokes":
         kwargs["nu"] = 1e-3 if nu is None else nu
+    if solve_resolution is not None:
+        if solve_resolution % kwargs["resolution"]:
+            raise ConfigError(f"--solve-resolution {solve_resolution}: expected a multiple of the stored "
+                              f"resolution {kwargs['resolution']}")
+        kwargs["solve_resolution"] = solve_resolution
     fields, meta = generator(samples, **kwargs)
     ndim = fields.ndim - 3
     length = float(meta["pde"]["length"])

@@ -124,18 +124,22 @@ def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     command = [sys.executable, "-m", "opformer.eval.bench_cell", json.dumps(spec)]
     start = time.monotonic()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as child:
-        status = None
-        while child.poll() is None:
-            if time.monotonic() - start > settings.time_budget:
-                status = f"skipped: time budget (stopped after {settings.time_budget:g} s)"
-            elif _rss(child.pid) > settings.memory_budget:
-                status = f"skipped: memory budget (stopped above {settings.memory_budget / GIB:.3g} GiB)"
-            if status:
-                child.kill()
-                child.communicate()
-                return {"status": status}
-            time.sleep(0.05)
-        out, err = child.communicate()
+        try:
+            status = None
+            while child.poll() is None:
+                if time.monotonic() - start > settings.time_budget:
+                    status = f"skipped: time budget (stopped after {settings.time_budget:g} s)"
+                elif _rss(child.pid) > settings.memory_budget:
+                    status = f"skipped: memory budget (stopped above {settings.memory_budget / GIB:.3g} GiB)"
+                if status:
+                    child.kill()
+                    child.communicate()
+                    return {"status": status}
+                time.sleep(0.05)
+            out, err = child.communicate()
+        except BaseException:  # interrupted or terminated: the cell's process must not outlive the bench
+            child.kill()
+            raise
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
         reason = (err.strip().splitlines() or [f"exit code {child.returncode}"])[-1]

@@ -45,7 +45,7 @@ def generate_kolmogorov(
     seed: int = 0,
     *,
     solve_resolution: int = KOLMOGOROV_SOLVE_RESOLUTION,
-    dt: float = KOLMOGOROV_DT,
+    dt: float | None = None,
     batch_size: int = 8,
     workers: int = 2,
     progress: Callable[[int], None] | None = None,
@@ -54,12 +54,15 @@ def generate_kolmogorov(
 
     Each sample starts from ``KOLMOGOROV_GRF`` (drawn on the solve grid from
     ``SeedSequence(seed).spawn(samples)[i]``), runs ``spinup`` time units which are discarded, then
-    ``t_final`` more; frame times are reported from the end of the spin-up.  Returns the array and the
-    settings ``{"pde", "solver"}``.
+    ``t_final`` more; frame times are reported from the end of the spin-up.  ``dt`` defaults to
+    ``KOLMOGOROV_DT`` scaled by ``KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution`` (the same CFL number).
+    Returns the array and the settings ``{"pde", "solver"}``.
     """
     check_positive("samples", samples)
     check_resolution("resolution", resolution)
     check_resolution("solve_resolution", solve_resolution)
+    if dt is None:
+        dt = KOLMOGOROV_DT * KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution
     check_positive("reynolds", reynolds)
     check_positive("spinup", spinup, allow_zero=True)
     check_positive("t_final", t_final)
