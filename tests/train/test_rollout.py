@@ -7,7 +7,8 @@ from opformer.config import RolloutConfig
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
 from opformer.train.losses import relative_l2_per_sample
-from opformer.train.rollout import add_relative_noise, advance, curriculum_steps, rollout, rollout_errors, strategy_loss
+from opformer.train.rollout import (add_relative_noise, advance, curriculum_steps, pushforward_calls, rollout,
+                                    rollout_errors, strategy_loss, window_loss)
 
 
 def frames(*values):
@@ -88,3 +89,20 @@ def test_rollout_config_errors():
         RolloutConfig(unroll_steps=3)
     with pytest.raises(ConfigError, match="rollout.t_in: expected a positive integer, got 0"):
         RolloutConfig(t_in=0)
+
+
+def test_pushforward_draws_its_calls_per_batch_teacher_forcing_included():
+    generator = torch.Generator().manual_seed(0)
+    draws = [pushforward_calls(3, generator) for _ in range(600)]
+    assert set(draws) == {1, 2, 3}
+    assert all(abs(draws.count(c) / 600 - 1 / 3) < 0.08 for c in (1, 2, 3))  # ~6 sigma
+    assert pushforward_calls(1, generator) == 1
+
+    # through window_loss: a teacher-forced batch (1 call) and a pushed-forward one (2 calls) both occur
+    def step(context):
+        return 0.9 * context[..., -1:, :]
+
+    context, future = frames(1.0), frames(1.0, 0.5)
+    config = RolloutConfig(strategy="pushforward", unroll_steps=2)
+    losses = {round(window_loss(step, context, future, config, 0, generator).item(), 6) for _ in range(40)}
+    assert losses == {round(0.1, 6), round(abs(0.81 - 0.5) / 0.5, 6)}

@@ -117,12 +117,22 @@ def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor
     return torch.stack(losses).mean()
 
 
+def pushforward_calls(calls: int, generator: torch.Generator | None = None) -> int:
+    """``pushforward``: the calls of one batch, drawn uniformly from ``1..calls`` (Brandstetter et al. 2022 draw
+    the number of pushed-forward steps from ``0..calls-1`` per batch, so plain teacher forcing, 1 call, stays in
+    the mix and the model also learns from true inputs)."""
+    return 1 + int(torch.randint(calls, (1,), generator=generator))
+
+
 def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
                 generator: torch.Generator | None = None) -> torch.Tensor:
     """The training loss of a batch of windows at ``epoch`` under the configured strategy."""
     if config.strategy == "latent_marching":
         return latent_marching_loss(step, context, future, config, epoch, generator)
-    return strategy_loss(step, context, future, config, curriculum_steps(config, epoch), generator)
+    calls = curriculum_steps(config, epoch)
+    if config.strategy == "pushforward":
+        calls = pushforward_calls(calls, generator)
+    return strategy_loss(step, context, future, config, calls, generator)
 
 
 @torch.no_grad()
