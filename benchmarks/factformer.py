@@ -94,22 +94,16 @@ def main() -> None:
 
 def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summary: dict[str, Any]) -> dict[str, Any]:
     """Test errors of a trained run (rollouts, or Darcy at 85 and zero-shot) with the inference time."""
+    from opformer.config import load_config
     from opformer.eval.evaluate import evaluate_run
 
     resolutions = [DARCY_FINE, *DARCY_ZERO_SHOT] if name.startswith("darcy") else [None]
     started = time.perf_counter()
     evaluation = evaluate_run(run, data, resolutions)
     seconds = time.perf_counter() - started
-    n_test = next(int(s.split("=")[1]) for s in [*sets, "data.n_test=0"] if s.startswith("data.n_test="))
-    n_test = n_test or _config_value(config, "data", "n_test")
+    n_test = load_config(config, sets).data.n_test
     return {"name": name, **run_record(summary, config, sets, ROOT), "test": evaluation,
             "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
-
-
-def _config_value(config: str, section: str, key: str) -> Any:
-    from opformer.config import config_to_dict, load_config
-
-    return config_to_dict(load_config(config))[section][key]
 
 
 def attention_costs() -> list[dict[str, Any]]:
