@@ -6,9 +6,9 @@ so parts can run in separate sessions; training runs resume where they stopped):
 1. ``kolmogorov``: FactFormer-LM, FactFormer-AR, F-FNO-LM and FNO2d-LM (configs/factformer/kolmogorov_*.yaml)
    on Kolmogorov flow at 64^2: rollout of 16 frames from 10 given ones, trajectory-averaged and final-frame
    relative L2 of the vorticity, inference seconds per trajectory (batch 10), parameters.
-2. ``attention``: factorised versus full-grid Galerkin attention in the same model (the paper's Table 4):
-   forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a fresh
-   process per cell, batch 4), and the rollout error of the Galerkin variant trained like FactFormer-LM.
+2. ``attention``: factorised versus full-grid linear attention in the same model, same heads (the paper's
+   Table 4): forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
+   fresh process per cell, batch 4), and the rollout error of the linear variant trained like FactFormer-LM.
 3. ``turbulence3d``: FactFormer-LM versus FNO3d-LM on forced isotropic turbulence at 32^3 (velocity).
 4. ``darcy``: FactFormer trained at 85 and evaluated zero-shot at 141 and 211, beside the Galerkin
    Transformer of benchmarks/darcy.py (its row in benchmarks/results/darcy.json).
@@ -40,12 +40,12 @@ CONFIGS = ROOT / "configs" / "factformer"
 PARTS = {
     "kolmogorov": ("kolmogorov", ["kolmogorov_factformer_lm", "kolmogorov_factformer_ar", "kolmogorov_ffno_lm",
                                   "kolmogorov_fno2d_lm"]),
-    "attention": ("kolmogorov", ["kolmogorov_galerkin"]),
+    "attention": ("kolmogorov", ["kolmogorov_linear"]),
     "turbulence3d": ("turbulence3d", ["turbulence3d_factformer_lm", "turbulence3d_fno3d_lm"]),
     "darcy": ("darcy", ["darcy_factformer"]),
 }
 DARCY_FINE, DARCY_ZERO_SHOT = 85, (141, 211)
-ATTENTION_PRESETS = ["factformer_kolmogorov", "galerkin_kolmogorov"]
+ATTENTION_PRESETS = ["factformer_kolmogorov", "linear_kolmogorov"]
 
 
 def main() -> None:
@@ -140,7 +140,7 @@ def _rollout_table(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
-    lines = ["| grid | mode | factorised s | full (galerkin) s | full / factorised time | factorised GiB | "
+    lines = ["| grid | mode | factorised s | full (linear) s | full / factorised time | factorised GiB | "
              "full GiB | full / factorised memory |", "|---|---|---|---|---|---|---|---|"]
     for mode in ("forward", "train"):
         for n in (64, 128):

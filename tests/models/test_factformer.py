@@ -1,5 +1,5 @@
-"""FactFormer models: parameter counts (formula and presets), shapes, latent marching, the Galerkin-attention
-variant, input errors, and learning a tiny advection problem."""
+"""FactFormer models: parameter counts (formula and presets), shapes, latent marching, the full-grid
+linear-attention variant, input errors, and learning a tiny advection problem."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 
 from opformer.errors import ConfigError, DataError
 from opformer.models import build_model, preset
-from opformer.models.factformer import FactFormer2d, FactFormer2dSteady, FactFormer3d, GalerkinMixer
-from opformer.nn.attention import SimpleAttention
+from opformer.models.factformer import FactFormer2d, FactFormer2dSteady, FactFormer3d
+from opformer.nn.linear_attention import LinearKernelAttention
 
 
 def _count(model: torch.nn.Module) -> int:
@@ -22,19 +22,22 @@ def _linear(i: int, o: int, bias: bool = True) -> int:
     return i * o + (o if bias else 0)
 
 
-def _layer_params(ndim: int, d: int, heads: int, head_dim: int, km: int, latent: int) -> int:
-    """One encoder layer: positional Linear + block (LN, V, per axis projection + kernel, output network)."""
+def _layer_params(ndim: int, d: int, heads: int, head_dim: int, km: int, latent: int, linear: bool = False) -> int:
+    """One encoder layer: positional Linear + block (LN, V, per axis projection + kernel, output network); with
+    ``linear`` the block's attention is Q, K, V over the full grid."""
     projection = _linear(d, d) + 2 * d + _linear(d, 2 * d) + _linear(d, latent)  # gamma, LN, GEGLU MLP
     kernel = 2 * _linear(latent, heads * head_dim * km, bias=False)  # q and k
-    block = 2 * d + _linear(d, heads * head_dim, bias=False) + ndim * (projection + kernel)
+    attention = 3 * _linear(d, heads * head_dim, bias=False) if linear else (
+        _linear(d, heads * head_dim, bias=False) + ndim * (projection + kernel))
+    block = 2 * d + attention
     block += _linear(heads * head_dim, d) + _linear(d, d)
     return _linear(d, d) + block
 
 
-def _time_params(ndim, t_in, t_out, c, d, heads, head_dim, km, layers, latent) -> int:
+def _time_params(ndim, t_in, t_out, c, d, heads, head_dim, km, layers, latent, linear=False) -> int:
     marcher = t_out * latent + 2 * latent + 2 * _linear(latent, latent)
     decoder = 2 * latent + _linear(latent, c)
-    return (_linear(t_in * c, d) + layers * _layer_params(ndim, d, heads, head_dim, km, d)
+    return (_linear(t_in * c, d) + layers * _layer_params(ndim, d, heads, head_dim, km, d, linear)
             + _linear(d, latent, bias=False) + marcher + decoder)
 
 
@@ -59,7 +62,7 @@ def test_parameter_counts_by_formula():
     [("factformer_kolmogorov", 3_453_569, _time_params(2, 10, 4, 1, 128, 8, 64, 2, 4, 256)),  # paper 3.46M
      ("factformer_darcy", 3_742_977, _steady_params(1, 128, 12, 64, 2, 3, 2)),  # paper 3.75M
      ("factformer_turbulence3d", 5_032_067, _time_params(3, 10, 2, 3, 128, 6, 64, 3, 4, 256)),  # paper 5.09M
-     ("galerkin_kolmogorov", 641_665, None)],
+     ("linear_kolmogorov", 1_350_273, _time_params(2, 10, 4, 1, 128, 8, 64, 1, 4, 256, linear=True))],
 )
 def test_preset_parameter_counts(name, count, formula):
     model = build_model(preset(name))
@@ -67,24 +70,28 @@ def test_preset_parameter_counts(name, count, formula):
     assert formula is None or formula == count
 
 
-def test_galerkin_variant_uses_full_grid_simple_attention():
-    model = build_model(preset("galerkin_kolmogorov"))
+def test_linear_variant_swaps_only_the_attention():
+    model = build_model(preset("linear_kolmogorov"))
+    factorized = build_model(preset("factformer_kolmogorov"))
     mixers = [block.mixer for block in model.encoder.blocks]
-    assert len(mixers) == 4 and all(isinstance(m, GalerkinMixer) for m in mixers)
-    assert all(m.attention.attention_type == "galerkin" and isinstance(m.attention, SimpleAttention) for m in mixers)
+    assert len(mixers) == 4 and all(isinstance(m, LinearKernelAttention) for m in mixers)
+    assert all((m.n_head, m.head_dim) == (8, 64) for m in mixers)  # the factorised model's heads
+    rest = {k: v.shape for k, v in model.state_dict().items() if ".mixer." not in k}
+    assert rest == {k: v.shape for k, v in factorized.state_dict().items() if ".mixer." not in k}
     assert model(torch.randn(1, 12, 10, 10, 1)).shape == (1, 12, 10, 4, 1)
 
 
 TINY = {"d_model": 16, "n_head": 2, "head_dim": 4, "n_layers": 1}
 
 
-@pytest.mark.parametrize("attention", ["factorized", "galerkin"])
+@pytest.mark.parametrize("attention", ["factorized", "linear"])
 def test_time_model_shapes_and_errors(attention):
+    tiny = {**TINY, "head_dim": 12}  # RoPE of the linear attention: 2 (3) axis groups of even width
     two = build_model({"name": "factformer2d", "t_in": 3, "t_out": 2, "in_channels": 2, "latent_dim": 16,
-                       "attention": attention, **TINY})
+                       "attention": attention, **tiny})
     assert two(torch.randn(2, 12, 10, 3, 2)).shape == (2, 12, 10, 2, 2)
     three = build_model({"name": "factformer3d", "t_in": 2, "t_out": 3, "in_channels": 3, "out_channels": 1,
-                         "latent_dim": 16, "attention": attention, **TINY})
+                         "latent_dim": 16, "attention": attention, **tiny})
     assert three(torch.randn(1, 6, 5, 4, 2, 3)).shape == (1, 6, 5, 4, 3, 1)
     with pytest.raises(DataError, match=r"^model built for t_in=3, got 5 input frames$"):
         two(torch.randn(2, 12, 10, 5, 2))

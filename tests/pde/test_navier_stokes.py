@@ -93,8 +93,10 @@ def test_fno_nu_deterministic_and_batch_independent() -> None:
     data, settings = generate_fno_nu(**kwargs, batch_size=1)
     again, _ = generate_fno_nu(**kwargs, batch_size=2, workers=1)
     other, _ = generate_fno_nu(**kwargs, seed=1)
+    tail, _ = generate_fno_nu(**{**kwargs, "samples": 2}, first=1)
     assert data.shape == (3, 3, 16, 16, 1) and data.dtype == np.float32
     assert np.array_equal(data, again)
+    assert np.array_equal(tail, data[1:])  # samples 1, 2 of the same stream
     assert not np.allclose(data, other)
     assert np.abs(data[:, 0].mean(axis=(1, 2))).max() < 1e-6  # zero-mean vorticity
     assert settings["pde"]["times"] == [0.0, 1.0, 2.0]
@@ -105,8 +107,9 @@ def test_kolmogorov_generator() -> None:
     kwargs = dict(samples=2, resolution=16, t_final=0.25, spinup=0.5, solve_resolution=32, dt=0.01)
     data, settings = generate_kolmogorov(**kwargs)
     again, _ = generate_kolmogorov(**kwargs, batch_size=1, workers=1)
+    second, _ = generate_kolmogorov(**{**kwargs, "samples": 1}, first=1)
     assert data.shape == (2, 5, 16, 16, 1) and np.isfinite(data).all()
-    assert np.array_equal(data, again)
+    assert np.array_equal(data, again) and np.array_equal(second, data[1:])
     assert settings["pde"]["nu"] == 1e-3 and settings["pde"]["drag"] == 0.1
 
 

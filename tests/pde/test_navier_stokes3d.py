@@ -88,8 +88,10 @@ def test_turbulence_generator_deterministic() -> None:
     data, settings = generate_turbulence3d(**kwargs)
     again, _ = generate_turbulence3d(**kwargs, batch_size=1, workers=1)
     other, _ = generate_turbulence3d(**kwargs, seed=1)
+    second, _ = generate_turbulence3d(**{**kwargs, "samples": 1}, first=1)
     assert data.shape == (2, 3, 16, 16, 16, 3) and data.dtype == np.float32
     assert np.array_equal(data, again) and not np.allclose(data, other)
+    assert np.array_equal(second, data[1:])
     assert max_divergence(np.moveaxis(data[:, -1], -1, 1).astype(np.float64)) < 1e-6  # float32 storage
     assert settings["pde"]["channels"] == ["u", "v", "w"] and settings["pde"]["nu"] == 0.025
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opformer.data.parts import SampleParts
 from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError
 from opformer.pde.burgers import generate_burgers
@@ -62,7 +63,7 @@ TRAJECTORY_PRESETS = {
 
 def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, resolution: int | None = None,
                              seed: int = 0, t_final: float | None = None, nu: float | None = None,
-                             solve_resolution: int | None = None,
+                             solve_resolution: int | None = None, chunk: int = 16,
                              progress: Callable[[int], None] | None = None) -> Path:
     """Solve ``samples`` trajectories of a time-dependent preset and write a trajectory data set.
 
@@ -70,6 +71,10 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
     ``kolmogorov``: Kolmogorov flow at Re = 1000 on [0, 2 pi]^2; ``turbulence3d``: forced isotropic
     turbulence (velocity u, v, w) in [0, 2 pi]^3. Frames are stored with their time stamps. ``solve_resolution``
     (2D presets) sets the solver's grid; frames are its point values on the storage grid.
+
+    Samples are solved ``chunk`` at a time and each finished chunk is kept in :class:`SampleParts` beside
+    ``out``, so an interrupted run started again with the same arguments resumes; sample ``i`` is the same
+    trajectory whatever the chunking.
     """
     import importlib
 
@@ -77,6 +82,8 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
         raise ConfigError(f"pde {pde!r}: expected one of {', '.join(TRAJECTORY_PRESETS)}")
     if samples < 1:
         raise ConfigError(f"--samples {samples}: expected a positive number of samples")
+    if chunk < 1:
+        raise ConfigError(f"chunk {chunk}: expected a positive number of samples per chunk")
     if nu is not None and pde != "navier-stokes":
         raise ConfigError(f"--nu: only used by navier-stokes (the {pde} preset fixes its viscosity)")
     if solve_resolution is not None and pde == "turbulence3d":
@@ -84,7 +91,7 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
                           "the storage grid)")
     module, name, default = TRAJECTORY_PRESETS[pde]
     generator = getattr(importlib.import_module(module), name)
-    kwargs: dict = {"resolution": resolution or default, "seed": seed, "progress": progress}
+    kwargs: dict = {"resolution": resolution or default, "seed": seed}
     if t_final is not None:
         kwargs["t_final"] = t_final
     if pde == "navier-stokes":
@@ -94,10 +101,23 @@ def generate_trajectory_file(pde: str, out: str | os.PathLike, samples: int, res
             raise ConfigError(f"--solve-resolution {solve_resolution}: expected a multiple of the stored "
                               f"resolution {kwargs['resolution']}")
         kwargs["solve_resolution"] = solve_resolution
-    fields, meta = generator(samples, **kwargs)
+    parts = SampleParts(out, {"pde": pde, "samples": samples, "chunk": chunk, **kwargs})
+    blocks = []
+    for first in range(0, samples, chunk):
+        count = min(chunk, samples - first)
+        block = parts.load(first)
+        if block is None:
+            block, meta = generator(count, first=first, progress=progress, **kwargs)
+            parts.save(first, block, meta)
+        elif progress is not None:
+            progress(count)
+        blocks.append(block)
+    fields, meta = np.concatenate(blocks), parts.meta()
     ndim = fields.ndim - 3
     length = float(meta["pde"]["length"])
-    return write_trajectory_dataset(out, fields, np.asarray(meta["pde"]["times"]), pde=meta["pde"],
+    path = write_trajectory_dataset(out, fields, np.asarray(meta["pde"]["times"]), pde=meta["pde"],
                                     solver=meta["solver"], domain={"lengths": [length] * ndim,
                                                                     "periodic": [True] * ndim},
                                     seed=seed, channels=list(meta["pde"]["channels"]))
+    parts.remove()
+    return path

@@ -9,8 +9,8 @@ learned embedding ``e_j`` per step) -> every latent state decoded by the shared 
 Steady (``factformer2d_steady``, Darcy): ``Linear`` lift -> layers -> ``GroupNorm`` -> a small CNN of 3x3
 convolutions with zero padding (for the Dirichlet boundary) -> ``1x1``: ``(batch, n, n, c) -> (batch, n, n, c)``.
 
-``attention="galerkin"`` swaps every factorised attention for the full-grid softmax-free Galerkin attention of
-:class:`opformer.nn.attention.SimpleAttention` on the flattened grid (the paper's section 4.3 comparison).
+``attention="linear"`` swaps every factorised attention for the full-grid softmax-free linear attention of
+:class:`opformer.nn.linear_attention.LinearKernelAttention` with the same heads (the paper's section 4.3).
 """
 
 from __future__ import annotations
@@ -20,24 +20,12 @@ from torch import Tensor, nn
 
 from opformer.errors import ConfigError, DataError
 from opformer.models.fno_time import check_time_sizes, frames_to_channels
-from opformer.nn.attention import SimpleAttention, check_choice
+from opformer.nn.attention import check_choice
 from opformer.nn.factorized import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
+from opformer.nn.linear_attention import LinearKernelAttention
 from opformer.nn.positional import grid_coordinates
 
-ATTENTIONS = ("factorized", "galerkin")
-
-
-class GalerkinMixer(nn.Module):
-    """Galerkin attention ``Q (K^T V) / N`` over all grid points, coordinates in every head."""
-
-    def __init__(self, dim: int, n_head: int, ndim: int) -> None:
-        super().__init__()
-        self.attention = SimpleAttention(dim, n_head, attention_type="galerkin", pos_dim=ndim)
-
-    def forward(self, u: Tensor, axes: list[Tensor]) -> Tensor:
-        """Attend over the flattened grid of ``u`` ``(batch, *spatial, d)``."""
-        pos = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).flatten(0, -2)
-        return self.attention(u.flatten(1, -2), pos).reshape(u.shape)
+ATTENTIONS = ("factorized", "linear")
 
 
 class FactFormerEncoder(nn.Module):
@@ -54,8 +42,6 @@ class FactFormerEncoder(nn.Module):
         check_choice("attention", attention, ATTENTIONS)
         if min(d_model, n_head, head_dim, n_layers, kernel_multiplier) < 1:
             raise ConfigError("FactFormer sizes (d_model, n_head, head_dim, n_layers, kernel_multiplier) must be >= 1")
-        if attention == "galerkin" and d_model % n_head:
-            raise ConfigError(f"attention galerkin: d_model ({d_model}) must be a multiple of n_head ({n_head})")
         self.ndim, self.length, self.periodic = ndim, length, periodic
         self.features = nn.ModuleList(GaussianFourierFeatures(ndim, d_model, fourier_scale) for _ in range(n_layers))
         self.positional = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(n_layers))
@@ -63,8 +49,8 @@ class FactFormerEncoder(nn.Module):
             blocks = (factorized_block(d_model, n_head, head_dim, ndim, block_latent, kernel_multiplier, rope_scale)
                       for _ in range(n_layers))
         else:
-            blocks = (MixerBlock(d_model, GalerkinMixer(d_model, n_head, ndim), d_model, n_head)
-                      for _ in range(n_layers))
+            blocks = (MixerBlock(d_model, LinearKernelAttention(d_model, n_head, head_dim, ndim, rope_scale),
+                                 n_head * head_dim, n_head) for _ in range(n_layers))
         self.blocks = nn.ModuleList(blocks)
 
     def forward(self, u: Tensor) -> Tensor:

@@ -44,6 +44,7 @@ def generate_kolmogorov(
     spinup: float = 30.0,
     seed: int = 0,
     *,
+    first: int = 0,
     solve_resolution: int = KOLMOGOROV_SOLVE_RESOLUTION,
     dt: float | None = None,
     batch_size: int = 8,
@@ -53,12 +54,13 @@ def generate_kolmogorov(
     """Kolmogorov-flow trajectories ``(samples, time, n, n, 1)`` float32 vorticity, frames every ``frame_dt``.
 
     Each sample starts from ``KOLMOGOROV_GRF`` (drawn on the solve grid from
-    ``SeedSequence(seed).spawn(samples)[i]``), runs ``spinup`` time units which are discarded, then
+    ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same stream), runs ``spinup`` time units which are discarded, then
     ``t_final`` more; frame times are reported from the end of the spin-up.  ``dt`` defaults to
     ``KOLMOGOROV_DT`` scaled by ``KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution`` (the same CFL number).
     Returns the array and the settings ``{"pde", "solver"}``.
     """
     check_positive("samples", samples)
+    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_resolution("solve_resolution", solve_resolution)
     if dt is None:
@@ -74,7 +76,7 @@ def generate_kolmogorov(
     nu = 1.0 / reynolds
     times = np.arange(int(round(t_final / frame_dt)) + 1) * frame_dt
     eigenvalues = grf_eigenvalues((solve_resolution,) * 2, length=LENGTH, **KOLMOGOROV_GRF)
-    seeds = np.random.SeedSequence(seed).spawn(samples)
+    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
     forcing = kolmogorov_forcing(solve_resolution)
     out = np.empty((samples, len(times), resolution, resolution, 1), dtype=np.float32)
     block_size = batch_size * max(1, workers)

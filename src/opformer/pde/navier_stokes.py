@@ -211,6 +211,7 @@ def generate_fno_nu(
     frame_dt: float = 1.0,
     seed: int = 0,
     *,
+    first: int = 0,
     solve_resolution: int | None = None,
     dt: float | None = None,
     batch_size: int = 50,
@@ -220,13 +221,14 @@ def generate_fno_nu(
     """FNO-nu trajectories (Li et al. 2020; DPOT's FNO-1e-3/1e-4/1e-5): ``(samples, time, n, n, 1)`` float32 vorticity.
 
     (0, 1)^2, forcing ``fno_forcing``, no drag, ``w0 ~ FNO_GRF`` sampled on the storage grid (sample ``i``
-    from ``SeedSequence(seed).spawn(samples)[i]``), frames every ``frame_dt`` up to ``t_final``.  The solve grid
+    from ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same stream), frames every ``frame_dt`` up to ``t_final``.  The solve grid
     defaults to ``resolution`` for ``nu >= 1e-3`` and to ``FNO_FINE_SOLVE_RESOLUTION`` below; ``dt`` to
     ``FNO_DT_TIMES_N / solve_resolution``.
     ``progress`` is called with the number of samples each chunk finished.  Returns the array and
     the JSON-serialisable settings ``{"pde", "solver"}``.
     """
     check_positive("samples", samples)
+    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_positive("nu", nu, allow_zero=True)
     check_positive("t_final", t_final)
@@ -236,7 +238,7 @@ def generate_fno_nu(
     dt = FNO_DT_TIMES_N / solve_resolution if dt is None else dt
     n_frames = int(round(t_final / frame_dt))
     times = np.arange(n_frames + 1) * frame_dt
-    seeds = np.random.SeedSequence(seed).spawn(samples)
+    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
     forcing = fno_forcing(resolution)
     eigenvalues = grf_eigenvalues((resolution,) * 2, **FNO_GRF)
     out = np.empty((samples, len(times), resolution, resolution, 1), dtype=np.float32)

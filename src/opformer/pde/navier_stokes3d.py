@@ -155,6 +155,7 @@ def generate_turbulence3d(
     spinup: float = 5.0,
     seed: int = 0,
     *,
+    first: int = 0,
     dt: float = TURBULENCE_DT,
     batch_size: int = 2,
     workers: int = 2,
@@ -164,7 +165,7 @@ def generate_turbulence3d(
     """Forced isotropic turbulence, velocity (u, v, w) ``(samples, time, n, n, n, 3)`` float32 every ``frame_dt``.
 
     ``physics`` overrides ``TURBULENCE`` (nu, epsilon, forcing_wavenumber, velocity_rms).  Sample ``i``
-    starts from ``random_velocity`` with noise from ``SeedSequence(seed).spawn(samples)[i]``, runs
+    starts from ``random_velocity`` with noise from ``SeedSequence(seed).spawn(first + samples)[first + i]`` (``first`` skips to a later part of the same stream), runs
     ``spinup`` (discarded) then ``t_final``.  Returns the array and the settings ``{"pde", "solver"}``.
     """
     unknown = set(physics) - set(TURBULENCE)
@@ -172,12 +173,13 @@ def generate_turbulence3d(
         raise ConfigError(f"{sorted(unknown)[0]} is not a turbulence parameter: expected one of {sorted(TURBULENCE)}")
     p = {**TURBULENCE, **physics}
     check_positive("samples", samples)
+    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_positive("spinup", spinup, allow_zero=True)
     check_positive("t_final", t_final)
     check_positive("frame_dt", frame_dt)
     times = np.arange(int(round(t_final / frame_dt)) + 1) * frame_dt
-    seeds = np.random.SeedSequence(seed).spawn(samples)
+    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
     common = dict(
         nu=p["nu"], dt=dt, epsilon=p["epsilon"], forcing_wavenumber=p["forcing_wavenumber"],
         batch_size=batch_size, workers=workers,

@@ -1,0 +1,68 @@
+"""Resumable generation: the finished chunks of a long ``opformer generate`` run, kept beside the output.
+
+Chunks live in the hidden folder ``.<out name>.parts/`` next to the output file: ``key.json`` (the settings that
+produced them), ``meta.json`` (the solver's metadata) and one ``<first sample>.npy`` per chunk, each written to a
+temporary name and renamed. A rerun with the same settings reuses the chunks; with other settings it starts
+over. The folder is removed once the output file is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opformer.data.store import atomic_path
+
+
+class SampleParts:
+    """The chunk folder of the output ``out`` for the generation settings ``key`` (JSON-serialisable)."""
+
+    def __init__(self, out: str | os.PathLike, key: dict[str, Any]) -> None:
+        out = Path(out)
+        self.folder = out.parent / f".{out.name}.parts"
+        self.key = json.loads(json.dumps(key))
+        key_file = self.folder / "key.json"
+        if self.folder.exists() and (not key_file.exists() or json.loads(key_file.read_text()) != self.key):
+            shutil.rmtree(self.folder)
+        if not self.folder.exists():
+            self.folder.mkdir(parents=True)
+            self._write_text(key_file, json.dumps(self.key, sort_keys=True))
+
+    def _write_text(self, path: Path, text: str) -> None:
+        tmp = atomic_path(path)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+    def _chunk(self, first: int) -> Path:
+        return self.folder / f"{first:08d}.npy"
+
+    def load(self, first: int) -> np.ndarray | None:
+        """The stored chunk starting at sample ``first``, or None."""
+        path = self._chunk(first)
+        return np.load(path, allow_pickle=False) if path.exists() else None
+
+    def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
+        """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk)."""
+        tmp = atomic_path(self._chunk(first))
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        os.replace(tmp, self._chunk(first))
+        if not (self.folder / "meta.json").exists():
+            self._write_text(self.folder / "meta.json", json.dumps(meta))
+
+    def meta(self) -> dict[str, Any]:
+        """The solver metadata stored with the chunks."""
+        return json.loads((self.folder / "meta.json").read_text())
+
+    def done(self) -> int:
+        """Number of stored chunks."""
+        return len(list(self.folder.glob("*.npy")))
+
+    def remove(self) -> None:
+        """Delete the chunk folder."""
+        shutil.rmtree(self.folder, ignore_errors=True)
