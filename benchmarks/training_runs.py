@@ -9,18 +9,34 @@ import os
 import platform
 import resource
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def train_one(config: str, sets: list[str], run_dir: str, threads: int) -> dict[str, Any]:
+def exit_with_parent(parent: int, poll_seconds: float = 2.0) -> None:
+    """End this worker process once the benchmark process ``parent`` is gone, however it died (even SIGKILL):
+    an orphaned training run would hold a core for hours. Checkpoints are written atomically, so the run
+    resumes from its last epoch."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: int) -> dict[str, Any]:
     """Train (or resume) one run in this (fresh) process; its summary with the peak RSS and threads."""
     import torch
 
     from opformer.config import load_config
     from opformer.train.trainer import train
 
+    exit_with_parent(parent)
     torch.set_num_threads(threads)
     resume = (Path(run_dir) / "config.yaml").exists()
     summary = train(load_config(config, sets), run_dir, resume=resume)
@@ -35,7 +51,7 @@ def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, cores: int 
     context = multiprocessing.get_context("spawn")
     threads = max(1, cores // parallel)
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(train_one, config, sets, run, threads): run for config, sets, run in jobs}
+        futures = {pool.submit(train_one, config, sets, run, threads, os.getpid()): run for config, sets, run in jobs}
         return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
 
 
