@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from opformer.data.store import atomic_path
+from opformer.data.store import atomic_path, write_atomic
 
 
 class SampleParts:
@@ -31,12 +31,7 @@ class SampleParts:
             shutil.rmtree(self.folder)
         if not self.folder.exists():
             self.folder.mkdir(parents=True)
-            self._write_text(key_file, json.dumps(self.key, sort_keys=True))
-
-    def _write_text(self, path: Path, text: str) -> None:
-        tmp = atomic_path(path)
-        tmp.write_text(text)
-        os.replace(tmp, path)
+            write_atomic(key_file, json.dumps(self.key, sort_keys=True))
 
     def _chunk(self, first: int) -> Path:
         return self.folder / f"{first:08d}.npy"
@@ -49,19 +44,18 @@ class SampleParts:
     def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
         """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk)."""
         tmp = atomic_path(self._chunk(first))
-        with open(tmp, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(tmp, self._chunk(first))
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, array, allow_pickle=False)
+            os.replace(tmp, self._chunk(first))
+        finally:
+            tmp.unlink(missing_ok=True)
         if not (self.folder / "meta.json").exists():
-            self._write_text(self.folder / "meta.json", json.dumps(meta))
+            write_atomic(self.folder / "meta.json", json.dumps(meta))
 
     def meta(self) -> dict[str, Any]:
         """The solver metadata stored with the chunks."""
         return json.loads((self.folder / "meta.json").read_text())
-
-    def done(self) -> int:
-        """Number of stored chunks."""
-        return len(list(self.folder.glob("*.npy")))
 
     def remove(self) -> None:
         """Delete the chunk folder."""

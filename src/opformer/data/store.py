@@ -75,6 +75,16 @@ def atomic_path(path: Path) -> Path:
     return Path(tmp)
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a small text file via a temporary name and a rename."""
+    tmp = atomic_path(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[int, ...]],
            attrs: dict[str, Any]) -> Path:
     """Write datasets and attributes to a temporary file, then rename it to ``path``."""

@@ -54,9 +54,10 @@ def generate_kolmogorov(
     """Kolmogorov-flow trajectories ``(samples, time, n, n, 1)`` float32 vorticity, frames every ``frame_dt``.
 
     Each sample starts from ``KOLMOGOROV_GRF`` (drawn on the solve grid from
-    ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same stream), runs ``spinup`` time units which are discarded, then
-    ``t_final`` more; frame times are reported from the end of the spin-up.  ``dt`` defaults to
-    ``KOLMOGOROV_DT`` scaled by ``KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution`` (the same CFL number).
+    ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same
+    stream), runs ``spinup`` time units which are discarded, then ``t_final`` more; frame times are reported
+    from the end of the spin-up.  ``dt`` defaults to ``KOLMOGOROV_DT`` scaled by
+    ``KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution`` (the same CFL number).
     Returns the array and the settings ``{"pde", "solver"}``.
     """
     check_positive("samples", samples)

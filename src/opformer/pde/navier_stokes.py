@@ -221,9 +221,9 @@ def generate_fno_nu(
     """FNO-nu trajectories (Li et al. 2020; DPOT's FNO-1e-3/1e-4/1e-5): ``(samples, time, n, n, 1)`` float32 vorticity.
 
     (0, 1)^2, forcing ``fno_forcing``, no drag, ``w0 ~ FNO_GRF`` sampled on the storage grid (sample ``i``
-    from ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same stream), frames every ``frame_dt`` up to ``t_final``.  The solve grid
-    defaults to ``resolution`` for ``nu >= 1e-3`` and to ``FNO_FINE_SOLVE_RESOLUTION`` below; ``dt`` to
-    ``FNO_DT_TIMES_N / solve_resolution``.
+    from ``SeedSequence(seed).spawn(first + samples)[first + i]``: ``first`` skips to a later part of the same
+    stream), frames every ``frame_dt`` up to ``t_final``.  The solve grid defaults to ``resolution`` for
+    ``nu >= 1e-3`` and to ``FNO_FINE_SOLVE_RESOLUTION`` below; ``dt`` to ``FNO_DT_TIMES_N / solve_resolution``.
     ``progress`` is called with the number of samples each chunk finished.  Returns the array and
     the JSON-serialisable settings ``{"pde", "solver"}``.
     """

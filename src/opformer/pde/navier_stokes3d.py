@@ -165,8 +165,9 @@ def generate_turbulence3d(
     """Forced isotropic turbulence, velocity (u, v, w) ``(samples, time, n, n, n, 3)`` float32 every ``frame_dt``.
 
     ``physics`` overrides ``TURBULENCE`` (nu, epsilon, forcing_wavenumber, velocity_rms).  Sample ``i``
-    starts from ``random_velocity`` with noise from ``SeedSequence(seed).spawn(first + samples)[first + i]`` (``first`` skips to a later part of the same stream), runs
-    ``spinup`` (discarded) then ``t_final``.  Returns the array and the settings ``{"pde", "solver"}``.
+    starts from ``random_velocity`` with noise from ``SeedSequence(seed).spawn(first + samples)[first + i]``
+    (``first`` skips to a later part of the same stream), runs ``spinup`` (discarded) then ``t_final``.
+    Returns the array and the settings ``{"pde", "solver"}``.
     """
     unknown = set(physics) - set(TURBULENCE)
     if unknown:

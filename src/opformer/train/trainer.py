@@ -17,23 +17,13 @@ import yaml
 from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
-from opformer.data.store import atomic_path
+from opformer.data.store import write_atomic
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.optim import build_optimizer, build_scheduler
 from opformer.train.tasks import Task, make_task
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a small text file via a temporary name and a rename."""
-    tmp = atomic_path(path)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def metrics_csv(history: list[dict[str, float]]) -> str:
