@@ -22,7 +22,7 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
-from opformer.train.optim import build_optimizer, build_scheduler
+from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
 
 
@@ -100,6 +100,7 @@ class Trainer:
             raise CheckpointError(f"{path}: was written for another model or data set than {self.run_dir}/config.yaml")
         self.surrogate.load_state_dict(payload["state_dict"])
         self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
+        use_fused_update(self.optimizer)
         self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
         self.history = payload["history"]
         self.best_val = payload["best_val"]

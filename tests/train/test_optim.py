@@ -1,0 +1,40 @@
+import copy
+
+import pytest
+import torch
+
+from opformer.config import OptimConfig
+from opformer.train.optim import build_optimizer, use_fused_update
+
+
+def _net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_fused_update_matches_the_per_tensor_loop(name):
+    model = _net()
+    reference = copy.deepcopy(model)
+    optimizer = build_optimizer(model.parameters(), OptimConfig(name=name, lr=1e-2, weight_decay=1e-3))
+    assert optimizer.param_groups[0]["fused"] is True
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name]
+    loop = cls(reference.parameters(), lr=1e-2, weight_decay=1e-3, foreach=False)
+    x = torch.randn(32, 8)
+    for _ in range(20):
+        for net, opt in ((model, optimizer), (reference, loop)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    for a, b in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_fused_flag_survives_loading_an_unfused_state():
+    model = _net()
+    unfused = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = build_optimizer(model.parameters(), OptimConfig(name="adam", lr=1e-3))
+    optimizer.load_state_dict(unfused.state_dict())
+    assert optimizer.param_groups[0]["fused"] is None  # load_state_dict restores the saved flags ...
+    use_fused_update(optimizer)
+    assert optimizer.param_groups[0]["fused"] is True  # ... and the trainer switches them back
