@@ -15,7 +15,9 @@ Writes benchmarks/results/darcy.json and benchmarks/results/darcy.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,20 +69,30 @@ def main() -> None:
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs)
     wall = time.perf_counter() - start
+    command = "python benchmarks/darcy.py " + " ".join(sys.argv[1:])
     rows = []
     for model, problem, config, sets, run in jobs:
         resolutions = [FINE, *ZERO_SHOT] if problem == "forward" else [FINE]
         evaluation = evaluate_run(run, args.data, resolutions)
         rows.append({"model": model, "problem": problem, **run_record(summaries[run], config, sets, ROOT),
-                     "test": evaluation})
-    full = args.epochs == 100 and args.n_train == 1024
+                     "test": evaluation, "command": command, "wall_seconds": wall})
     result = {
-        "full_recipe": full, "epochs": args.epochs, "n_train": args.n_train, "batch_size": 4,
-        "grids": {"fine": FINE, "coarse": COARSE, "zero_shot": list(ZERO_SHOT)},
-        "targets": TARGETS, "paper": PAPER, "wall_seconds": wall,
-        "runs": rows,
+        "full_recipe": args.epochs == 100 and args.n_train == 1024, "epochs": args.epochs, "n_train": args.n_train,
+        "batch_size": 4, "grids": {"fine": FINE, "coarse": COARSE, "zero_shot": list(ZERO_SHOT)},
+        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(RESULTS / "darcy.json", rows, args.epochs, args.n_train),
     }
     write_results(RESULTS, "darcy", result, markdown, load_before)
+
+
+def merged_rows(path: Path, rows: list[dict[str, Any]], epochs: int, n_train: int) -> list[dict[str, Any]]:
+    """``rows`` plus the runs of an earlier result with the same budget that these do not replace, so the
+    table can be filled by several invocations (one per session); forward before inverse, GT before FNO2d."""
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
+    new = {(r["problem"], r["model"]) for r in rows}
+    kept = [r for r in previous.get("runs", []) if same_budget and (r["problem"], r["model"]) not in new]
+    order = {"forward": 0, "inverse": 1, "gt": 0, "fno2d": 1}
+    return sorted(kept + rows, key=lambda r: (order.get(r["problem"], 2), order.get(r["model"], 2), r["model"]))
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -88,14 +100,15 @@ def markdown(result: dict[str, Any]) -> str:
     budget = ("the paper's recipe" if result["full_recipe"] else
               f"a REDUCED budget ({result['epochs']} epochs, {result['n_train']} training samples; the paper's recipe "
               "is 100 epochs of 1024)")
+    commands = ", ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", result["command"]) for r in result["runs"]))
     lines = [
         "# Darcy benchmark (Cao 2021, Examples 5.2-5.3) on this machine",
         "",
-        f"Command: `{result['command']}`. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) = "
+        f"Commands: {commands}. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) = "
         f"({result['grids']['fine']}, {result['grids']['coarse']}); model selection on 100 validation samples, "
         "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: eps = 0.01 "
         f"noise in training and evaluation. Load average before/after: {result['loadavg_before'][0]:.2f} / "
-        f"{result['loadavg_after'][0]:.2f}; wall time {result['wall_seconds'] / 60:.1f} min.",
+        f"{result['loadavg_after'][0]:.2f} (last command).",
         "",
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
         f"GT <= {result['targets']['inverse']:.1e} (paper {result['paper']['inverse']}), each below FNO2d.",
