@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import run_record, train_all, write_results
+from training_runs import add_parallel_arguments, run_record, train_all, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--n-train", type=int, default=1024)
     parser.add_argument("--models", default="gt,fno2d")
     parser.add_argument("--problems", default="forward,inverse")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at once (one thread each)")
+    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/darcy-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -67,7 +67,7 @@ def main() -> None:
             jobs.append((model, problem, str(config), sets, str(runs / f"{problem}-{model}")))
     load_before = os.getloadavg()
     start = time.perf_counter()
-    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs)
+    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
     command = "python benchmarks/darcy.py " + " ".join(sys.argv[1:])
     rows = []

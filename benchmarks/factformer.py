@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import per_model_epochs, run_record, train_all, write_results
+from training_runs import add_parallel_arguments, per_model_epochs, run_record, train_all, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--turbulence3d", default="data/turbulence3d.h5")
     parser.add_argument("--darcy", default="data/darcy_421.h5")
     parser.add_argument("--epochs", default="", help="N, or config=N,... per config (default: the configs')")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/factformer-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -77,7 +77,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     start = time.perf_counter()
-    summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs)
+    summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs, args.threads)
     wall = time.perf_counter() - start
     rows = {name: evaluate(name, *job, summaries[job[3]]) for name, job in jobs.items()}
 

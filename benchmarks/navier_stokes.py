@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import per_model_epochs, run_record, train_all, write_results
+from training_runs import add_parallel_arguments, per_model_epochs, run_record, train_all, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--n-val", type=int, default=100, help="validation trajectories (rolled out every epoch)")
     parser.add_argument("--n-test", type=int, default=100)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/navier-stokes-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -58,7 +58,7 @@ def main() -> None:
             jobs.append((model, strategy, str(config), sets, str(Path(args.runs) / f"{model}-{strategy}")))
     load_before = os.getloadavg()
     start = time.perf_counter()
-    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs)
+    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
     rows = []
     for model, strategy, config, sets, run in jobs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import json
 import multiprocessing
@@ -45,11 +46,19 @@ def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: 
     return summary
 
 
-def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, cores: int = 2) -> dict[str, dict[str, Any]]:
-    """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``cores // parallel``
-    threads in a process of its own; return the summaries by run directory."""
+def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--jobs`` (runs trained at once) and ``--threads`` (per run; default: the cores shared out)."""
+    parser.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads per run (default: cores / jobs; give 1 when another job shares the cores)")
+
+
+def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, threads: int | None = None
+              ) -> dict[str, dict[str, Any]]:
+    """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``threads`` threads (default:
+    the machine's cores shared out) in a process of its own; return the summaries by run directory."""
     context = multiprocessing.get_context("spawn")
-    threads = max(1, cores // parallel)
+    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context, max_tasks_per_child=1) as pool:
         futures = {pool.submit(train_one, config, sets, run, threads, os.getpid()): run for config, sets, run in jobs}
         return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
