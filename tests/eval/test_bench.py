@@ -125,8 +125,16 @@ def test_bad_input_gives_one_line_errors(capsys, tmp_path):
     assert "example:\n  opformer bench" in capsys.readouterr().out
 
 
-def _children(pid: int) -> list[int]:
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+def _cells(pid: int) -> list[int]:
+    """The bench_cell processes among ``pid``'s children (not a short-lived helper such as ``uname``)."""
+    cells = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            if b"bench_cell" in Path(f"/proc/{child}/cmdline").read_bytes():
+                cells.append(int(child))
+        except OSError:
+            pass
+    return cells
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
@@ -136,9 +144,9 @@ def test_terminated_bench_stops_its_cell_process(tmp_path):
                               "--resolutions", "64", "--batch", "1", "--repeats", "100000", "--threads", "1",
                               "--time-budget", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not _children(bench.pid) and time.monotonic() < deadline:
+    while not _cells(bench.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    (cell,) = _children(bench.pid)
+    (cell,) = _cells(bench.pid)
     bench.send_signal(signal.SIGTERM)
     assert bench.wait(timeout=30) == 130
     assert "interrupted" in bench.stderr.read()

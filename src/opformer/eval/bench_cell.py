@@ -19,9 +19,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from opformer.config import OptimConfig
 from opformer.eval.flops import count_flops
 from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
+from opformer.train.optim import build_optimizer
 
 
 def input_shape(model: nn.Module, batch: int, resolution: int) -> tuple[int, ...]:
@@ -56,8 +58,12 @@ def _peak_memory(device: torch.device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale), "peak RSS"
 
 
-def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str) -> Callable[[], None]:
-    """One forward (inference) or training (forward + backward + Adam) step on fixed inputs."""
+def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool) -> Callable[[], None]:
+    """One forward (inference) or training (forward + backward + Adam) step on fixed inputs.
+
+    An opformer model (``own``) is trained with the trainer's Adam (:func:`opformer.train.optim.build_optimizer`,
+    the fused update); a peer with ``torch.optim.Adam`` as its authors' scripts build it.
+    """
     model = peer.model
     if mode == "forward":
         model.eval()
@@ -68,7 +74,8 @@ def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str) -> Callable[[], 
 
         return forward_step
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = (build_optimizer(model.parameters(), OptimConfig(name="adam", lr=1e-4)) if own else
+                 torch.optim.Adam(model.parameters(), lr=1e-4))
 
     def train_step() -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -102,7 +109,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         peer.model.eval()
         target = torch.randn_like(peer.forward(x))
-    step = make_step(peer, x, target, spec["mode"])
+    step = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER)
     for _ in range(spec["warmup"]):
         step()
     times = []
