@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.dropout import Dropout
 
 ATTENTION_TYPES = ("galerkin", "fourier", "softmax", "linear")
 NORM_SCHEMES = ("galerkin", "regular")
@@ -97,7 +98,7 @@ class SimpleAttention(nn.Module):
             normed = ("key", "value") if attention_type in ("galerkin", "linear") else ("query", "key")
             for name in normed:
                 self.norms[name] = HeadwiseLayerNorm(n_head, self.d_head, eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.out = nn.Linear(d_model + n_head * pos_dim, d_model)
         self.reset_projections(xavier_gain, diagonal_weight)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.nn.attention import SimpleAttention
+from opformer.nn.dropout import Dropout
 from opformer.nn.mlp import FeedForward
 
 
@@ -52,7 +53,7 @@ class SimpleEncoderLayer(nn.Module):
             dropout=attention_dropout,
         )
         self.ffn = FeedForward(d_model, dim_ff or 2 * d_model, activation=activation, dropout=ffn_dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.post_norms = norm_scheme == "regular"
         if self.post_norms:
             self.norm1 = nn.LayerNorm(d_model, eps=eps)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from opformer.errors import DataError
+from opformer.nn.dropout import Dropout
 
 
 def intermediate_size(fine: int, coarse: int) -> int:
@@ -46,7 +47,7 @@ class DownsampleCiNN(nn.Module):
         self.lift = _conv3x3(in_channels, channels)
         widths = split_channels(channels)
         self.convs = nn.ModuleList(_conv3x3(c_in, c_out) for c_in, c_out in zip([channels] + widths[:-1], widths))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(batch, n_f, n_f, in_channels)`` -> ``(batch, n_c, n_c, channels)``."""
@@ -69,7 +70,7 @@ class UpsampleCiNN(nn.Module):
     def __init__(self, channels: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.conv = _conv3x3(channels, channels)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, fine: tuple[int, int]) -> Tensor:
         """``(batch, n_c, n_c, channels)`` -> ``(batch, *fine, channels)``."""

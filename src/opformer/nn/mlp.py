@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.dropout import Dropout
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -37,7 +38,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(in_features, hidden_features)
         self.activation = make_activation(activation)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(hidden_features, out_features or in_features)
 
     def forward(self, x: Tensor) -> Tensor:

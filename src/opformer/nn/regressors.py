@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from opformer.nn.dropout import Dropout
 from opformer.nn.mlp import FeedForward, make_activation
 from opformer.nn.spectral import FourierLayer
 
@@ -56,7 +57,7 @@ class PointwiseRegressor(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         for c_in in [in_channels] + [width] * (n_layers - 1):
-            layers += [nn.Linear(c_in, width), make_activation(activation), nn.Dropout(dropout)]
+            layers += [nn.Linear(c_in, width), make_activation(activation), Dropout(dropout)]
         layers.append(nn.Linear(width, out_channels))
         self.net = nn.Sequential(*layers)
 
