@@ -86,6 +86,7 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     device: str = "auto"
     num_threads: int | None = None
+    retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.train.allocator)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from opformer.config import OptimConfig
 from opformer.eval.flops import count_flops
 from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
+from opformer.train.allocator import retain_freed_memory
 from opformer.train.optim import build_optimizer
 
 
@@ -94,6 +95,7 @@ def _sync(device: torch.device) -> None:
 def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one cell; returns the result fields (``status`` is "ok" or why it was not measured)."""
     torch.set_num_threads(int(spec["threads"]))
+    retain_freed_memory()  # as the trainer does
     device = torch.device(spec["device"])
     torch.manual_seed(0)
     try:

@@ -21,6 +21,7 @@ from opformer.data.store import write_atomic
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device
 from opformer.models.surrogate import Surrogate
+from opformer.train.allocator import retain_freed_memory
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
@@ -50,6 +51,8 @@ class Trainer:
         self.run_dir = Path(run_dir)
         if config.train.num_threads:
             torch.set_num_threads(config.train.num_threads)
+        if config.train.retain_freed_memory:
+            retain_freed_memory()
         self.device = resolve_device(config.train.device)
         self.task: Task = make_task(config)
         data = config.data

@@ -1,0 +1,34 @@
+"""retain_freed_memory: a large tensor comes from the heap and its memory stays there when freed (glibc)."""
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import ctypes, sys, torch
+from opformer.train.allocator import retain_freed_memory
+libc = ctypes.CDLL(None)
+libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, [ctypes.c_long]
+if sys.argv[1] == "retain":
+    assert retain_freed_memory()
+start = libc.sbrk(0)
+x = torch.ones(16 * 2**20)  # 64 MB, above glibc's largest mmap threshold
+end, ptr = libc.sbrk(0), x.data_ptr()
+del x
+print(int(end - 2**30 < ptr < end), end - start, libc.sbrk(0) - end)  # within the heap top GB
+"""
+
+
+def heap_use(mode: str) -> tuple[int, int, int]:
+    """(tensor inside the heap, heap growth for it, heap change when it is freed) in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, check=True)
+    inside, grown, after_free = map(int, out.stdout.split())
+    return inside, grown, after_free
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
+    assert heap_use("default")[0] == 0  # glibc maps it separately and unmaps it when freed
+    inside, grown, after_free = heap_use("retain")
+    assert inside == 1 and grown > 32 * 2**20 and after_free == 0  # (part may come from free heap space)
