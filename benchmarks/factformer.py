@@ -1,14 +1,16 @@
 """FactFormer benchmark (issue 5; Li et al. 2023, Tables 1, 3 and 4 and Figure 3) at this machine's scale.
 
-Parts (``--parts``, any subset; each part's results replace that part in benchmarks/results/factformer.json,
-so parts can run in separate sessions; training runs resume where they stopped):
+Parts (``--parts``, any subset; ``--configs`` narrows them to some of their runs). Each run's row replaces only
+that run's row in benchmarks/results/factformer.json, with its own command, so the tables can be filled one run
+per invocation over several sessions; training runs resume where they stopped.
 
 1. ``kolmogorov``: FactFormer-LM, FactFormer-AR, F-FNO-LM and FNO2d-LM (configs/factformer/kolmogorov_*.yaml)
    on Kolmogorov flow at 64^2: rollout of 16 frames from 10 given ones, trajectory-averaged and final-frame
    relative L2 of the vorticity, inference seconds per trajectory (batch 10), parameters.
-2. ``attention``: factorised versus full-grid linear attention in the same model, same heads (the paper's
-   Table 4): forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
-   fresh process per cell, batch 4), and the rollout error of the linear variant trained like FactFormer-LM.
+2. ``attention``: the rollout error of the full-grid linear attention variant trained like FactFormer-LM, and
+   ``attention_cost``: factorised versus full-grid linear attention in the same model, same heads (the paper's
+   Table 4), forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
+   fresh process per cell, batch 4).
 3. ``turbulence3d``: FactFormer-LM versus FNO3d-LM on forced isotropic turbulence at 32^3 (velocity).
 4. ``darcy``: FactFormer trained at 85 and evaluated zero-shot at 141 and 211, beside the Galerkin
    Transformer of benchmarks/darcy.py (its row in benchmarks/results/darcy.json).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ PARTS = {
     "kolmogorov": ("kolmogorov", ["kolmogorov_factformer_lm", "kolmogorov_factformer_ar", "kolmogorov_ffno_lm",
                                   "kolmogorov_fno2d_lm"]),
     "attention": ("kolmogorov", ["kolmogorov_linear"]),
+    "attention_cost": ("", []),
     "turbulence3d": ("turbulence3d", ["turbulence3d_factformer_lm", "turbulence3d_fno3d_lm"]),
     "darcy": ("darcy", ["darcy_factformer"]),
 }
@@ -51,6 +55,7 @@ ATTENTION_PRESETS = ["factformer_kolmogorov", "linear_kolmogorov"]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--configs", default="", help="only these runs of the parts (default: all of them)")
     parser.add_argument("--kolmogorov", default="data/kolmogorov.h5")
     parser.add_argument("--turbulence3d", default="data/turbulence3d.h5")
     parser.add_argument("--darcy", default="data/darcy_421.h5")
@@ -64,12 +69,18 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--parts: unknown {', '.join(unknown)}; expected some of {', '.join(PARTS)}")
     configs = [name for part in parts for name in PARTS[part][1]]
+    if args.configs:
+        chosen = args.configs.split(",")
+        if set(chosen) - set(configs):
+            raise SystemExit(f"--configs: {', '.join(sorted(set(chosen) - set(configs)))} not in the parts "
+                             f"{args.parts}; expected some of {', '.join(configs)}")
+        configs = chosen
     epochs = per_model_epochs(args.epochs, configs) if args.epochs else {}
     data = {"kolmogorov": args.kolmogorov, "turbulence3d": args.turbulence3d, "darcy": args.darcy}
     jobs: dict[str, tuple[str, str, list[str], str]] = {}
     for part in parts:
         kind, names = PARTS[part]
-        for name in names:
+        for name in (n for n in names if n in configs):
             sets = [f"data.path={data[kind]}"] + ([f"train.epochs={epochs[name]}"] if name in epochs else [])
             if kind == "darcy":
                 sets.append(f"data.resolution={DARCY_FINE}")
@@ -79,17 +90,28 @@ def main() -> None:
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs, args.threads)
     wall = time.perf_counter() - start
-    rows = {name: evaluate(name, *job, summaries[job[3]]) for name, job in jobs.items()}
+    command = "python benchmarks/factformer.py " + " ".join(sys.argv[1:])
+    rows = {name: {**evaluate(name, *job, summaries[job[3]]), "command": command, "wall_seconds": wall}
+            for name, job in jobs.items()}
 
     path = RESULTS / "factformer.json"
     result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     for part in parts:
-        result["parts"][part] = {"runs": [rows[name] for name in PARTS[part][1]], "wall_seconds": wall}
-        if part == "attention":
-            result["parts"][part]["bench"] = attention_costs()
+        entry = result["parts"].setdefault(part, {})
+        if PARTS[part][1]:
+            entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
+        if part == "attention_cost":
+            entry.update(bench=attention_costs(), command=command)
         if part == "darcy":
-            result["parts"][part]["galerkin_transformer"] = darcy_gt_row()
+            entry["galerkin_transformer"] = darcy_gt_row()
     write_results(RESULTS, "factformer", result, markdown, load_before)
+
+
+def merged_runs(previous: list[dict[str, Any]], rows: dict[str, dict[str, Any]], order: list[str]
+                ) -> list[dict[str, Any]]:
+    """A part's rows: the new ones, and the earlier ones of the runs not redone, in the part's order."""
+    by_name = {row["name"]: row for row in previous} | {name: row for name, row in rows.items() if name in order}
+    return [by_name[name] for name in order if name in by_name]
 
 
 def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -160,19 +182,24 @@ def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
 def markdown(result: dict[str, Any]) -> str:
     """The parts that have run, as markdown tables with the command."""
     parts = result["parts"]
+    commands = [r["command"] for part in parts.values() for r in part.get("runs", []) if "command" in r]
+    commands += [part["command"] for part in parts.values() if "command" in part]
     lines = ["# FactFormer benchmark (Li et al. 2023) on this machine", "",
-             f"Last command: `{result['command']}`. Runs: one thread each, two at a time on the 2 cores; model "
-             "selection on the validation trajectories' rollout error. Budgets (epochs) per run in the tables.", ""]
+             "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(commands)) + " (threads per run and "
+             "runs at a time as given there; 2 cores). Model selection on the validation trajectories' rollout error. "
+             "Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
         lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
                   "10 given frames, 16 rolled out; LM: 4 frames per call.", "", *_rollout_table(parts["kolmogorov"]["runs"]),
                   ""]
-    if "attention" in parts:
+    if "attention" in parts or "attention_cost" in parts:
         lines += ["## Factorised versus full-grid linear attention (the paper's Table 4)", "",
                   "Same model (d 128, 4 layers, latent marching 4 steps), batch 4; the paper measured about 3x the "
-                  "time and 2.3x the memory for full attention at 128^2 on a GPU.", "",
-                  *_attention_table(parts["attention"]["bench"]), "", "Rollout error of the full-attention model:", "",
-                  *_rollout_table(parts["attention"]["runs"]), ""]
+                  "time and 2.3x the memory for full attention at 128^2 on a GPU.", ""]
+        if "attention_cost" in parts:
+            lines += [*_attention_table(parts["attention_cost"]["bench"]), ""]
+        if "attention" in parts:
+            lines += ["Rollout error of the full-attention model:", "", *_rollout_table(parts["attention"]["runs"]), ""]
     if "turbulence3d" in parts:
         lines += ["## 3D isotropic turbulence, 32^3 (the paper's Table 2 at CPU scale)", "",
                   "10 given frames, the rest rolled out; LM: 2 frames per call.", "",
