@@ -32,3 +32,16 @@ def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
     assert heap_use("default")[0] == 0  # glibc maps it separately and unmaps it when freed
     inside, grown, after_free = heap_use("retain")
     assert inside == 1 and grown > 32 * 2**20 and after_free == 0  # (part may come from free heap space)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_trainer_follows_the_config_flag(flag, monkeypatch, tmp_path, toy_file, tiny_config) -> None:
+    from opformer.config import config_from_dict
+    from opformer.train import trainer
+
+    calls = []
+    monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append(1) or True)
+    config = tiny_config(toy_file, epochs=1)
+    config["train"]["retain_freed_memory"] = flag
+    trainer.Trainer(config_from_dict(config), tmp_path / "run")
+    assert len(calls) == int(flag)
