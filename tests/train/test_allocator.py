@@ -5,6 +5,9 @@ import sys
 
 import pytest
 
+from opformer.config import config_from_dict
+from opformer.train import trainer
+
 SCRIPT = """
 import ctypes, sys, torch
 from opformer.train.allocator import retain_freed_memory
@@ -36,9 +39,6 @@ def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_trainer_follows_the_config_flag(flag, monkeypatch, tmp_path, toy_file, tiny_config) -> None:
-    from opformer.config import config_from_dict
-    from opformer.train import trainer
-
     calls = []
     monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append(1) or True)
     config = tiny_config(toy_file, epochs=1)
