@@ -101,7 +101,7 @@ def main() -> None:
         if PARTS[part][1]:
             entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
         if part == "attention_cost":
-            entry.update(bench=attention_costs(), command=command)
+            entry.update(bench=attention_costs(args.threads or max(1, (os.cpu_count() or 1) // args.jobs)), command=command)
         if part == "darcy":
             entry["galerkin_transformer"] = darcy_gt_row()
     write_results(RESULTS, "factformer", result, markdown, load_before)
@@ -128,14 +128,15 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
             "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
 
 
-def attention_costs() -> list[dict[str, Any]]:
-    """``opformer bench`` cells of factorised and full attention, forward and train, at 64^2 and 128^2."""
+def attention_costs(threads: int) -> list[dict[str, Any]]:
+    """``opformer bench`` cells of factorised and full attention, forward and train, at 64^2 and 128^2, each in a
+    fresh process with ``threads`` threads."""
     from opformer.eval.bench import BenchSettings, run_bench
 
     cells = []
     for mode in ("forward", "train"):
         settings = BenchSettings(models=ATTENTION_PRESETS, resolutions=[64, 128], batch=4, mode=mode, repeats=5,
-                                 warmup=1, time_budget=900.0)
+                                 warmup=1, threads=threads, time_budget=900.0)
         cells += run_bench(settings)["cells"]
     return cells
 
