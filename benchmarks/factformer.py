@@ -101,7 +101,8 @@ def main() -> None:
         if PARTS[part][1]:
             entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
         if part == "attention_cost":
-            entry.update(bench=attention_costs(args.threads or max(1, (os.cpu_count() or 1) // args.jobs)), command=command)
+            threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+            entry.update(bench=attention_costs(threads), command=command)
         if part == "darcy":
             entry["galerkin_transformer"] = darcy_gt_row()
     write_results(RESULTS, "factformer", result, markdown, load_before)
