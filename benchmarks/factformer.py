@@ -197,7 +197,9 @@ def markdown(result: dict[str, Any]) -> str:
     if "attention" in parts or "attention_cost" in parts:
         lines += ["## Factorised versus full-grid linear attention (the paper's Table 4)", "",
                   "Same model (d 128, 4 layers, latent marching 4 steps), batch 4; the paper measured about 3x the "
-                  "time and 2.3x the memory for full attention at 128^2 on a GPU.", ""]
+                  "time and 2.3x the memory for full attention at 128^2 on a GPU (peak allocated CUDA memory). Memory here is "
+                  "each cell process's peak RSS; the cells keep freed memory for reuse as the trainer does "
+                  "(`train.retain_freed_memory`), so it includes freed blocks held for reuse.", ""]
         if "attention_cost" in parts:
             lines += [*_attention_table(parts["attention_cost"]["bench"]), ""]
         if "attention" in parts:
