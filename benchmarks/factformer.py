@@ -164,8 +164,9 @@ def _rollout_table(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
-    lines = ["| grid | mode | factorised s | full (linear) s | full / factorised time | factorised GiB | "
-             "full GiB | full / factorised memory |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| grid | mode | factorised s | full (linear) s | full / factorised time | tensor peak GiB (fact. / full) | "
+             "full / factorised tensor peak | peak RSS GiB (fact. / full) |", "|---|---|---|---|---|---|---|---|"]
+    gib = 2.0**30
     for mode in ("forward", "train"):
         for n in (64, 128):
             fact, full = (next((c for c in cells if c["model"] == p and c["mode"] == mode and c["resolution"] == n),
@@ -173,11 +174,12 @@ def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
             if fact["status"] != "ok" or full["status"] != "ok":
                 lines.append(f"| {n}^2 | {mode} | {fact['status']} | {full['status']} | | | | |")
                 continue
-            gib = 2.0**30
+            tensors = (f"{fact['peak_tensor_bytes'] / gib:.2f} / {full['peak_tensor_bytes'] / gib:.2f} | "
+                       f"{full['peak_tensor_bytes'] / fact['peak_tensor_bytes']:.2f}" if "peak_tensor_bytes" in fact
+                       else "not measured | ")
             lines.append(f"| {n}^2 | {mode} | {fact['seconds_median']:.3f} | {full['seconds_median']:.3f} | "
-                         f"{full['seconds_median'] / fact['seconds_median']:.2f} | "
-                         f"{fact['peak_memory_bytes'] / gib:.2f} | {full['peak_memory_bytes'] / gib:.2f} | "
-                         f"{full['peak_memory_bytes'] / fact['peak_memory_bytes']:.2f} |")
+                         f"{full['seconds_median'] / fact['seconds_median']:.2f} | {tensors} | "
+                         f"{fact['peak_memory_bytes'] / gib:.2f} / {full['peak_memory_bytes'] / gib:.2f} |")
     return lines
 
 
@@ -197,9 +199,11 @@ def markdown(result: dict[str, Any]) -> str:
     if "attention" in parts or "attention_cost" in parts:
         lines += ["## Factorised versus full-grid linear attention (the paper's Table 4)", "",
                   "Same model (d 128, 4 layers, latent marching 4 steps), batch 4; the paper measured about 3x the "
-                  "time and 2.3x the memory for full attention at 128^2 on a GPU (peak allocated CUDA memory). Memory here is "
-                  "each cell process's peak RSS; the cells keep freed memory for reuse as the trainer does "
-                  "(`train.retain_freed_memory`), so it includes freed blocks held for reuse.", ""]
+                  "time and 2.3x the memory for full attention at 128^2 on a GPU (peak allocated CUDA memory). The tensor "
+                  "peak is its CPU counterpart: the most tensor memory alive at once (weights, input, and what a "
+                  "step allocates, from torch's allocator events; `opformer.eval.memory`). The peak RSS of each cell "
+                  "process is also given: it includes freed blocks the C allocator keeps for reuse, as the trainer "
+                  "asks it to (`train.retain_freed_memory`).", ""]
         if "attention_cost" in parts:
             lines += [*_attention_table(parts["attention_cost"]["bench"]), ""]
         if "attention" in parts:

@@ -17,11 +17,12 @@ from opformer.cli import main
 from opformer.eval.bench import BenchSettings, predict_skip
 from opformer.eval.bench_cell import run_cell
 from opformer.eval.flops import count_flops
+from opformer.eval.memory import TensorMemoryTracker, peak_of_changes
 from opformer.nn.attention import SimpleAttention
 
 CELL_FIELDS = {"model", "implementation", "resolution", "batch", "mode", "status", "seconds_median", "seconds_q1",
                "seconds_q3", "seconds_min", "seconds_max", "samples_per_second", "peak_memory_bytes",
-               "memory_kind", "flops_per_step", "flop_rate", "peak_fraction", "parameters"}
+               "memory_kind", "peak_tensor_bytes", "flops_per_step", "flop_rate", "peak_fraction", "parameters"}
 TINY = ["--batch", "1", "--repeats", "2", "--warmup", "0", "--threads", "1"]
 
 
@@ -54,6 +55,30 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     assert "| gt_burgers | opformer | 32 |" in (tmp_path / "b.md").read_text()
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # written via temporary names and renamed
+
+
+def test_tensor_memory_tracker_counts_live_bytes_at_the_peak():
+    before = torch.ones(10_000)  # allocated before tracking: its free is not counted
+    with TensorMemoryTracker() as tracker:
+        a = torch.empty(1000, 1000)  # 4e6 bytes
+        b = torch.empty(250, 1000)  # 1e6
+        del a, before
+        c = torch.empty(500, 1000)  # 2e6: the total falls to 1e6, rises to 3e6
+    del b, c
+    assert tracker.peak_bytes == 5_000_000
+    assert peak_of_changes([(3, -5), (1, 4), (2, 3), (4, 1)]) == 7
+    assert peak_of_changes([]) == 0
+
+
+def test_cell_tensor_peak_counts_the_weights_and_adam_state():
+    spec = {"preset": "gt_burgers", "implementation": "opformer", "resolution": 16, "batch": 1, "mode": "forward",
+            "repeats": 1, "warmup": 0, "threads": 1, "device": "cpu"}
+    forward, train = run_cell(spec), run_cell({**spec, "mode": "train"})
+    weights = 4 * forward["parameters"]
+    # the weights (allocated before tracking) under both; training adds gradients and Adam's two moments
+    assert weights < forward["peak_tensor_bytes"] < 2 * weights
+    assert 4 * weights < train["peak_tensor_bytes"] < 4 * weights + forward["peak_tensor_bytes"]
+    assert train["peak_tensor_bytes"] < train["peak_memory_bytes"]
 
 
 def test_linear_layer_flops_match_formula():

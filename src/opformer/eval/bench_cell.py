@@ -3,7 +3,9 @@
 ``python -m opformer.eval.bench_cell '<json spec>'`` prints one JSON line with the measurements; the
 parent (:mod:`opformer.eval.bench`) starts one such process per cell so that the peak resident set of a
 cell is its own. The spec holds ``preset, implementation, resolution, batch, mode, repeats, warmup,
-threads, device``.
+threads, device``. Besides the peak resident set (``peak_memory_bytes``, which depends on the C allocator),
+``peak_tensor_bytes`` is the most tensor memory alive at once: on CUDA ``max_memory_allocated``, on the CPU the
+weights, buffers, input and target plus the peak of what two steps allocate (:mod:`opformer.eval.memory`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torch import Tensor, nn
 
 from opformer.config import OptimConfig
 from opformer.eval.flops import count_flops
+from opformer.eval.memory import TensorMemoryTracker
 from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
 from opformer.train.allocator import retain_freed_memory
@@ -87,6 +90,28 @@ def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool) -> Ca
     return train_step
 
 
+def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
+                   ) -> tuple[Callable[[], None], tuple[Tensor, Tensor]]:
+    """The cell's step on a random input of the cell's shape and a random target of the output's shape, and
+    those two tensors."""
+    peer.model.to(device)
+    shape = input_shape(peer.model, spec["batch"], spec["resolution"]) if spec["implementation"] == OPFORMER \
+        else (spec["batch"], spec["resolution"], 1)
+    x = torch.randn(shape, device=device)
+    if peer.channel_first:
+        x = x.movedim(-1, 1).contiguous()
+    with torch.no_grad():
+        peer.model.eval()
+        target = torch.randn_like(peer.forward(x))
+    return make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER), (x, target)
+
+
+def storage_bytes(tensors: list[Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (a storage shared by views counted once)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values())
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -102,16 +127,14 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         peer = _build(spec)
     except PeerUnavailable as exc:
         return {"status": f"peer unavailable: {exc}"}
-    peer.model.to(device)
-    shape = input_shape(peer.model, spec["batch"], spec["resolution"]) if spec["implementation"] == OPFORMER \
-        else (spec["batch"], spec["resolution"], 1)
-    x = torch.randn(shape, device=device)
-    if peer.channel_first:
-        x = x.movedim(-1, 1).contiguous()
-    with torch.no_grad():
-        peer.model.eval()
-        target = torch.randn_like(peer.forward(x))
-    step = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER)
+    step, inputs = _prepared_step(peer, spec, device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with TensorMemoryTracker() as tracker:  # two untimed steps (the second one with Adam's state)
+        for _ in range(2):
+            step()
+    tensor_bytes = (int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else
+                    storage_bytes([*peer.model.parameters(), *peer.model.buffers(), *inputs]) + tracker.peak_bytes)
     for _ in range(spec["warmup"]):
         step()
     times = []
@@ -128,7 +151,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": "ok", "seconds_median": median, "seconds_q1": quartiles[0], "seconds_q3": quartiles[2],
         "seconds_min": min(times), "seconds_max": max(times), "samples_per_second": spec["batch"] / median,
-        "peak_memory_bytes": memory, "memory_kind": memory_kind, "flops_per_step": flops,
+        "peak_memory_bytes": memory, "memory_kind": memory_kind, "peak_tensor_bytes": tensor_bytes,
+        "flops_per_step": flops,
         "flop_rate": flops / median, "parameters": parameter_count(peer.model),
     }
 
