@@ -5,7 +5,8 @@ parent (:mod:`opformer.eval.bench`) starts one such process per cell so that the
 cell is its own. The spec holds ``preset, implementation, resolution, batch, mode, repeats, warmup,
 threads, device``. Besides the peak resident set (``peak_memory_bytes``, which depends on the C allocator),
 ``peak_tensor_bytes`` is the most tensor memory alive at once: on CUDA ``max_memory_allocated``, on the CPU the
-weights, buffers, input and target plus the peak of what two steps allocate (:mod:`opformer.eval.memory`).
+weights, buffers, input, target and optimizer state plus the peak of what one more step allocates
+(:mod:`opformer.eval.memory`), measured after the peak resident set was read (profiling grows it).
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ def _peak_memory(device: torch.device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale), "peak RSS"
 
 
-def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool) -> Callable[[], None]:
-    """One forward (inference) or training (forward + backward + Adam) step on fixed inputs.
+def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool
+              ) -> tuple[Callable[[], None], torch.optim.Optimizer | None]:
+    """One forward (inference) or training (forward + backward + Adam) step on fixed inputs, and its optimizer.
 
     An opformer model (``own``) is trained with the trainer's Adam (:func:`opformer.train.optim.build_optimizer`,
     the fused update); a peer with ``torch.optim.Adam`` as its authors' scripts build it.
@@ -76,7 +78,7 @@ def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool) -> Ca
             with torch.inference_mode():
                 peer.forward(x)
 
-        return forward_step
+        return forward_step, None
     model.train()
     optimizer = (build_optimizer(model.parameters(), OptimConfig(name="adam", lr=1e-4)) if own else
                  torch.optim.Adam(model.parameters(), lr=1e-4))
@@ -87,13 +89,13 @@ def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool) -> Ca
         loss.backward()
         optimizer.step()
 
-    return train_step
+    return train_step, optimizer
 
 
 def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
-                   ) -> tuple[Callable[[], None], tuple[Tensor, Tensor]]:
-    """The cell's step on a random input of the cell's shape and a random target of the output's shape, and
-    those two tensors."""
+                   ) -> tuple[Callable[[], None], Callable[[], int]]:
+    """The cell's step on a random input of the cell's shape and a random target of the output's shape, and a
+    function giving the bytes that persist between steps (set the gradients to None first)."""
     peer.model.to(device)
     shape = input_shape(peer.model, spec["batch"], spec["resolution"]) if spec["implementation"] == OPFORMER \
         else (spec["batch"], spec["resolution"], 1)
@@ -103,7 +105,16 @@ def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
     with torch.no_grad():
         peer.model.eval()
         target = torch.randn_like(peer.forward(x))
-    return make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER), (x, target)
+    step, optimizer = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER)
+
+    def resident_bytes() -> int:
+        state = [] if optimizer is None else [v for s in optimizer.state.values() for v in s.values()
+                                              if isinstance(v, Tensor)]
+        for p in peer.model.parameters():
+            p.grad = None  # as the step's zero_grad does first: freed gradients are not tracked
+        return storage_bytes([*peer.model.parameters(), *peer.model.buffers(), x, target, *state])
+
+    return step, resident_bytes
 
 
 def storage_bytes(tensors: list[Tensor]) -> int:
@@ -127,14 +138,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         peer = _build(spec)
     except PeerUnavailable as exc:
         return {"status": f"peer unavailable: {exc}"}
-    step, inputs = _prepared_step(peer, spec, device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    with TensorMemoryTracker() as tracker:  # two untimed steps (the second one with Adam's state)
-        for _ in range(2):
-            step()
-    tensor_bytes = (int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else
-                    storage_bytes([*peer.model.parameters(), *peer.model.buffers(), *inputs]) + tracker.peak_bytes)
+    step, resident_bytes = _prepared_step(peer, spec, device)
     for _ in range(spec["warmup"]):
         step()
     times = []
@@ -145,7 +149,14 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         _sync(device)
         times.append(time.perf_counter() - start)
     flops = count_flops(step)
-    memory, memory_kind = _peak_memory(device)
+    memory, memory_kind = _peak_memory(device)  # before tracking: the profiler grows the resident set
+    if device.type == "cuda":
+        tensor_bytes = int(torch.cuda.max_memory_allocated(device))
+    else:
+        resident = resident_bytes()
+        with TensorMemoryTracker() as tracker:
+            step()
+        tensor_bytes = resident + tracker.peak_bytes
     median = statistics.median(times)
     quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
     return {
