@@ -15,12 +15,13 @@ GIB = 1024**3
 def _cell_columns(cell: dict[str, Any]) -> list[str]:
     """Markdown columns of one cell after model, implementation and resolution."""
     if cell["status"] != "ok":
-        return [cell["status"]] + [""] * 6
+        return [cell["status"]] + [""] * 7
     ratio = cell.get("ratio_to_peer")
     return [
         f"{cell['seconds_median']:.4g} [{cell['seconds_q1']:.4g}, {cell['seconds_q3']:.4g}]",
         f"{cell['samples_per_second']:.4g}",
         f"{cell['peak_memory_bytes'] / GIB:.3g}",
+        f"{cell['peak_tensor_bytes'] / GIB:.3g}" if "peak_tensor_bytes" in cell else "",
         f"{cell['flops_per_step'] / 1e9:.4g}",
         f"{100 * cell['peak_fraction']:.1f}%",
         f"{cell['parameters']:,}",
@@ -38,16 +39,17 @@ def to_markdown(report: dict[str, Any], command: str = "") -> str:
         f"torch {machine['torch']}, {machine['processor']}, {machine['threads']} thread(s) on "
         f"{machine['device']}; measured float32 matmul peak {machine['matmul_peak_flops'] / 1e9:.1f} GFLOP/s. "
         f"Median of {settings['repeats']} steps after {settings['warmup']} warm-up steps [quartiles]; memory is "
-        f"the {memory_kind} of a fresh process per cell; FLOPs counted by torch.utils.flop_counter "
+        f"the {memory_kind} of a fresh process per cell, tensors the most tensor memory alive at once "
+        "(opformer.eval.memory); FLOPs counted by torch.utils.flop_counter "
         "(matrix products; FFTs and element-wise operations not counted).",
     ]
     if command:
         lines += ["", f"Command: `{command}`"]
     lines += [
         "",
-        "| model | implementation | n | s/step [q1, q3] | samples/s | memory (GiB) | GFLOP/step | % of peak "
-        "| parameters | opformer/peer time |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | implementation | n | s/step [q1, q3] | samples/s | memory (GiB) | tensors (GiB) | GFLOP/step "
+        "| % of peak | parameters | opformer/peer time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in report["cells"]:
         row = [cell["model"], cell["implementation"], str(cell["resolution"])] + _cell_columns(cell)
