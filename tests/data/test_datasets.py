@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from opformer.data import datasets
 from opformer.data.datasets import load_split
 from opformer.data.grids import stride_for
 from opformer.data.normalize import UnitGaussianNormalizer
@@ -38,6 +39,13 @@ def test_splits_are_disjoint_and_strided(toy_file):
     torch.testing.assert_close(test.target_grad, fine_grad[20:24, ::4])
     with pytest.raises(DataError, match="holds 24 samples but the splits need 25"):
         load_split(toy_file, "train", n_train=17, n_val=4, n_test=4)
+
+
+def test_target_gradient_in_chunks_equals_the_whole_split(toy_file, monkeypatch):
+    monkeypatch.setattr(datasets, "GRADIENT_CHUNK", 3)  # 16 samples: five chunks of 3 and one of 1
+    train = load_split(toy_file, "train", resolution=16, n_train=16, n_val=4, n_test=4)
+    full = load_split(toy_file, "all", n_train=0, n_val=0, n_test=0)
+    assert torch.equal(train.target_grad, central_difference(full.targets, [1.0], [True])[:16, ::4])
 
 
 def test_batches_cover_every_sample_once(toy_file):

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from opformer.cli import main
-from opformer.eval.bench import BenchSettings, predict_skip
+from opformer.eval.bench import BenchSettings, failure, predict_skip
 from opformer.eval.bench_cell import run_cell
 from opformer.eval.flops import count_flops
 from opformer.eval.memory import TensorMemoryTracker, peak_of_changes
@@ -128,6 +128,14 @@ def test_predicted_budget_overrun_is_skipped_before_running():
     assert predict_skip(done, "ft_burgers", 64, settings) == "skipped: time budget (predicted)"  # quadratic
     big = [{**done[0], "seconds_median": 1e-3, "peak_memory_bytes": 2.0**29}]
     assert predict_skip(big, "gt_burgers", 32, settings) == "skipped: memory budget (predicted)"
+
+
+def test_failed_cell_status_names_the_signal_or_the_error():
+    profiler_line = "USDT:2026-11-23 21:02:19 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start"
+    assert failure(-signal.SIGKILL, profiler_line) == "failed: killed by SIGKILL (out of memory?)"
+    assert failure(-signal.SIGSEGV, "") == "failed: killed by SIGSEGV"
+    assert failure(1, f"Traceback\nValueError: bad shape\n{profiler_line}\n") == "failed: ValueError: bad shape"
+    assert failure(3, "") == "failed: exit code 3"
 
 
 def test_missing_peer_package_marks_its_rows(monkeypatch):

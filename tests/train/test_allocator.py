@@ -1,4 +1,5 @@
-"""retain_freed_memory: a large tensor comes from the heap and its memory stays there when freed (glibc)."""
+"""retain_freed_memory: a large tensor comes from the heap and its memory stays there when freed (glibc);
+release_freed_memory hands it back."""
 
 import subprocess
 import sys
@@ -37,11 +38,34 @@ def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
     assert inside == 1 and grown > 32 * 2**20 and after_free == 0  # (part may come from free heap space)
 
 
+RELEASE = """
+import resource, torch
+from opformer.train.allocator import release_freed_memory, retain_freed_memory
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+assert retain_freed_memory()
+x = torch.ones(16 * 2**20)  # 64 MB, every page touched
+before = resident()
+del x
+kept = resident()
+print(before - kept, int(release_freed_memory()), kept - resident())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
+def test_released_memory_leaves_the_resident_set() -> None:
+    out = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, check=True)
+    dropped_on_free, released, dropped_on_release = map(int, out.stdout.split())
+    assert dropped_on_free < 2**20  # kept while retained
+    assert released == 1 and dropped_on_release > 60 * 2**20
+
+
 @pytest.mark.parametrize("flag", [True, False])
 def test_trainer_follows_the_config_flag(flag, monkeypatch, tmp_path, toy_file, tiny_config) -> None:
     calls = []
-    monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append(1) or True)
-    config = tiny_config(toy_file, epochs=1)
+    monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append("retain") or True)
+    monkeypatch.setattr(trainer, "release_freed_memory", lambda: calls.append("release") or True)
+    config = tiny_config(toy_file, epochs=2)
     config["train"]["retain_freed_memory"] = flag
-    trainer.Trainer(config_from_dict(config), tmp_path / "run")
-    assert len(calls) == int(flag)
+    trainer.Trainer(config_from_dict(config), tmp_path / "run").fit()
+    assert calls == (["retain", "release", "release"] if flag else [])  # kept for the steps, released per epoch

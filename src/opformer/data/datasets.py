@@ -16,6 +16,8 @@ from opformer.errors import DataError
 from opformer.nn.interp_cnn import block_average
 from opformer.train.losses import central_difference
 
+GRADIENT_CHUNK = 64  #: samples whose stored-grid target gradients are computed at once
+
 SPLITS = ("train", "val", "test", "all")
 
 
@@ -97,7 +99,10 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
         targets = block_average(targets, target_resolution)
         grad = central_difference(targets, lengths, periodic)
     else:
-        grad = central_difference(targets, lengths, periodic)[index]
+        # on the stored grid, then sub-sampled; a few samples at a time, so no fine-grid gradient of the
+        # whole split is held at once
+        grad = torch.cat([central_difference(chunk, lengths, periodic)[index]
+                          for chunk in targets.split(GRADIENT_CHUNK)])
         targets = targets[index]
     inputs = torch.from_numpy(np.ascontiguousarray(x))[index].contiguous()
     return OperatorSplit(

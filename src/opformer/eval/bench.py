@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -142,9 +143,17 @@ def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
             raise
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
-        reason = (err.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
-        return {"status": f"failed: {reason[:200]}"}
+        return {"status": failure(child.returncode, err)}
     return json.loads(lines[-1])
+
+
+def failure(returncode: int, stderr: str) -> str:
+    """The status of a cell whose process failed: the signal that killed it, else its last error line."""
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return f"failed: killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    errors = [line for line in stderr.strip().splitlines() if not line.startswith("USDT:")]  # profiler chatter
+    return f"failed: {(errors or [f'exit code {returncode}'])[-1][:200]}"
 
 
 def plan_rows(settings: BenchSettings) -> list[tuple[str, str]]:

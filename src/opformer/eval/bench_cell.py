@@ -27,7 +27,7 @@ from opformer.eval.flops import count_flops
 from opformer.eval.memory import TensorMemoryTracker
 from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
-from opformer.train.allocator import retain_freed_memory
+from opformer.train.allocator import release_freed_memory, retain_freed_memory
 from opformer.train.optim import build_optimizer
 
 
@@ -154,6 +154,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         tensor_bytes = int(torch.cuda.max_memory_allocated(device))
     else:
         resident = resident_bytes()
+        release_freed_memory()  # the retained blocks go back: profiling grows the heap again
         with TensorMemoryTracker() as tracker:
             step()
         tensor_bytes = resident + tracker.peak_bytes

@@ -21,7 +21,7 @@ from opformer.data.store import write_atomic
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import resolve_device
 from opformer.models.surrogate import Surrogate
-from opformer.train.allocator import retain_freed_memory
+from opformer.train.allocator import release_freed_memory, retain_freed_memory
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
@@ -146,6 +146,8 @@ class Trainer:
         bar = tqdm(range(self.start_epoch, epochs), initial=self.start_epoch, total=epochs, desc="train",
                    unit="epoch", disable=None)
         for epoch in bar:
+            if self.config.train.retain_freed_memory:
+                release_freed_memory()  # what loading, validation and saving left: only the steps' blocks stay
             start = time.perf_counter()
             train_loss = self._train_epoch(epoch)
             seconds = time.perf_counter() - start
