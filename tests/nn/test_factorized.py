@@ -10,6 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opformer.errors import ConfigError
+from opformer.eval.memory import TensorMemoryTracker
 from opformer.nn.factorized import (
     AxisKernel,
     FactorizedAttention,
@@ -157,3 +158,19 @@ def test_memory_grows_with_the_grid_not_its_square(spatial):
     with _LargestOutput() as naive:  # the recorder does catch an N x N kernel
         _explicit(small, kernels)
     assert naive.largest >= 64 * 64
+
+
+def test_peak_tensor_memory_is_linear_in_the_grid():
+    torch.manual_seed(0)
+    block = factorized_block(8, 2, 4, ndim=2, kernel_multiplier=2)
+    peaks = []
+    for n in (64, 128):
+        u = torch.randn(1, n, n, 8, requires_grad=True)
+        axes = [torch.arange(n) / n] * 2
+        with TensorMemoryTracker() as tracker:
+            block(u, axes).square().mean().backward()
+        peaks.append(tracker.peak_bytes)
+    # 4x the points, 4x the memory (an N x N kernel: 16x); forward and backward together hold about 13 copies
+    # of the (N, d) features alive at once (one N x N float kernel per head would be 128^2 / 8 = 2048 copies)
+    assert 3.8 < peaks[1] / peaks[0] < 4.2
+    assert peaks[1] < 16 * (128 * 128 * 8 * 4)
