@@ -100,6 +100,8 @@ def main() -> None:
         entry = result["parts"].setdefault(part, {})
         if PARTS[part][1]:
             entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
+        if part in ("kolmogorov", "turbulence3d") and entry["runs"]:
+            entry["persistence"] = persistence(Path(args.runs) / entry["runs"][0]["name"], data[part])
         if part == "attention_cost":
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
             entry.update(bench=attention_costs(threads), command=command)
@@ -129,6 +131,13 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
             "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
 
 
+def persistence(run: Path, data: str) -> dict[str, Any]:
+    """The last given frame repeated, on the test trajectories and frames of a part's runs."""
+    from opformer.eval.evaluate import persistence_row
+
+    return persistence_row(run, data)
+
+
 def attention_costs(threads: int) -> list[dict[str, Any]]:
     """``opformer bench`` cells of factorised and full attention, forward and train, at 64^2 and 128^2, each in a
     fresh process with ``threads`` threads."""
@@ -151,9 +160,12 @@ def darcy_gt_row() -> dict[str, Any] | None:
     return next((r for r in runs if r["model"] == "gt" and r["problem"] == "forward"), None)
 
 
-def _rollout_table(runs: list[dict[str, Any]]) -> list[str]:
+def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> list[str]:
     lines = ["| model | parameters | traj. rel. L2 (test) | final frame | inference s/traj | s/step | train h | "
              "peak RSS GiB | best epoch |", "|---|---|---|---|---|---|---|---|---|"]
+    if baseline is not None:
+        lines.append(f"| persistence (last given frame repeated) | 0 | {baseline['relative_l2']:.3e} | "
+                     f"{baseline['final_relative_l2']:.3e} | | | | | |")
     for row in runs:
         (test,) = row["test"]
         lines.append(f"| {row['name']} | {row['parameters']:,} | {test['relative_l2']:.3e} | "
@@ -194,7 +206,8 @@ def markdown(result: dict[str, Any]) -> str:
              "Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
         lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
-                  "10 given frames, 16 rolled out; LM: 4 frames per call.", "", *_rollout_table(parts["kolmogorov"]["runs"]),
+                  "10 given frames, 16 rolled out; LM: 4 frames per call.", "",
+                  *_rollout_table(parts["kolmogorov"]["runs"], parts["kolmogorov"].get("persistence")),
                   ""]
     if "attention" in parts or "attention_cost" in parts:
         lines += ["## Factorised versus full-grid linear attention (the paper's Table 4)", "",
@@ -211,7 +224,7 @@ def markdown(result: dict[str, Any]) -> str:
     if "turbulence3d" in parts:
         lines += ["## 3D isotropic turbulence, 32^3 (the paper's Table 2 at CPU scale)", "",
                   "10 given frames, the rest rolled out; LM: 2 frames per call.", "",
-                  *_rollout_table(parts["turbulence3d"]["runs"]), ""]
+                  *_rollout_table(parts["turbulence3d"]["runs"], parts["turbulence3d"].get("persistence")), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
                   "| model | parameters | rel. L2 (test) | s/step | train h | best epoch |", "|---|---|---|---|---|---|"]

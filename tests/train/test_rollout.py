@@ -7,8 +7,8 @@ from opformer.config import RolloutConfig
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
 from opformer.train.losses import relative_l2_per_sample
-from opformer.train.rollout import (add_relative_noise, advance, curriculum_steps, pushforward_calls, rollout,
-                                    rollout_errors, strategy_loss, window_loss)
+from opformer.train.rollout import (add_relative_noise, advance, curriculum_steps, persistence, pushforward_calls,
+                                    rollout, rollout_errors, strategy_loss, window_loss)
 
 
 def frames(*values):
@@ -43,7 +43,7 @@ def test_exact_step_gives_zero_rollout_error_and_given_frames_are_not_counted(he
     preds, errors = rollout_errors(exact, data.fields, t_in=3, n_frames=9, batch_size=4, device=torch.device("cpu"))
     assert preds.shape == (10, 9, 16, 16, 1) and errors.shape == (10, 9)
     assert errors.max() < 1e-5
-    _, none_given = rollout_errors(lambda c: c[..., -1:, :], data.fields, 3, 9, 4, torch.device("cpu"))
+    _, none_given = rollout_errors(persistence, data.fields, 3, 9, 4, torch.device("cpu"))
     # persistence: the first predicted frame is frame 2 again, so its error is that of one decay step
     one_step = relative_l2_per_sample(data.fields[:, 2], data.fields[:, 3])
     torch.testing.assert_close(none_given[:, 0], one_step)

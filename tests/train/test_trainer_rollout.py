@@ -7,8 +7,10 @@ from torch import nn
 
 from opformer.config import config_from_dict
 from opformer.errors import ConfigError, DataError
-from opformer.eval.evaluate import evaluate_run
+from opformer.data.trajectories import load_trajectories
+from opformer.eval.evaluate import evaluate_run, persistence_row
 from opformer.models import registry
+from opformer.train.losses import relative_l2_per_sample
 from opformer.train.trainer import Trainer, train
 
 
@@ -56,6 +58,13 @@ def test_rollout_strategies_learn_and_select_on_validation_rollouts(tmp_path, he
     assert row["relative_l2"] == pytest.approx(summary["best_val_relative_l2"], rel=1e-5)
     assert row["frames"] == 9 and len(row["per_frame_relative_l2"]) == 9
     assert row["final_relative_l2"] == pytest.approx(row["per_frame_relative_l2"][-1])
+    # the baseline on the same frames: the last given frame (index 2) against every later one
+    baseline = persistence_row(run, heat_file, split="val")
+    fields = load_trajectories(heat_file, "val", n_train=6, n_val=2, n_test=2).fields
+    expected = [relative_l2_per_sample(fields[:, 2], fields[:, 3 + j]).mean().item() for j in range(9)]
+    assert baseline["per_frame_relative_l2"] == pytest.approx(expected, rel=1e-5)
+    assert baseline["relative_l2"] == pytest.approx(sum(expected) / 9, rel=1e-5)
+    assert row["relative_l2"] < baseline["relative_l2"]  # the trained model beats it
 
 
 def test_bad_windows_and_models_are_one_line_errors(tmp_path, heat_file):

@@ -16,7 +16,7 @@ from opformer.errors import CheckpointError, DataError
 from opformer.models.surrogate import Surrogate
 from opformer.train.checkpoint import load_surrogate
 from opformer.train.losses import relative_l2_per_sample
-from opformer.train.rollout import rollout_errors
+from opformer.train.rollout import Step, persistence, rollout_errors
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -135,11 +135,12 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
 
 def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data_path: str | os.PathLike,
                 resolution: int | None, split: str, device: torch.device, batch_size: int | None = None,
-                ) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
+                step: Step | None = None) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
     """Roll out every trajectory of ``split`` from its first ``t_in`` frames at one resolution.
 
     Returns the metrics row (trajectory-averaged and final-frame relative L2, the mean error of every
-    predicted frame), the split and the predictions ``(sample, frame, *spatial, channels)``.
+    predicted frame), the split and the predictions ``(sample, frame, *spatial, channels)``. ``step`` replaces
+    the surrogate's predictions (a baseline on the same frames and metric).
     """
     cfg = payload["run_config"]
     rollout = cfg.get("rollout", {})
@@ -150,7 +151,7 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
     check_compatible(surrogate, data.info, source)
     frames = rollout.get("eval_frames") or data.n_times - t_in
     data.check_window(t_in, frames, "rollout")
-    preds, errors = rollout_errors(surrogate.eval(), data.fields, t_in, frames,
+    preds, errors = rollout_errors(step or surrogate.eval(), data.fields, t_in, frames,
                                    batch_size or scaled_batch_size(cfg, data.resolution), device)
     per_frame = errors.mean(dim=0)
     row = {
@@ -164,6 +165,16 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
         "per_frame_relative_l2": [float(e) for e in per_frame],
     }
     return row, data, preds
+
+
+def persistence_row(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "test"
+                    ) -> dict[str, Any]:
+    """The rollout metrics of repeating the last given frame, on the trajectories and frames a run is
+    evaluated on (:func:`evaluate_run`)."""
+    checkpoint = run_checkpoint(run_dir)
+    surrogate, payload = load_surrogate(checkpoint)
+    return rollout_row(surrogate, payload, str(checkpoint), data_path, None, split, torch.device("cpu"),
+                       step=persistence)[0]
 
 
 def format_table(rows: list[dict[str, Any]], title: str = "") -> str:

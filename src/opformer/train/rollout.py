@@ -34,6 +34,11 @@ def rollout(step: Step, context: torch.Tensor, n_frames: int) -> torch.Tensor:
     return torch.cat(frames, dim=-2)[..., :n_frames, :]
 
 
+def persistence(context: torch.Tensor) -> torch.Tensor:
+    """The trivial forecast, the last given frame repeated: the baseline a learned rollout has to beat."""
+    return context[..., -1:, :]
+
+
 def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """``x + scale * rms(x) * N(0, 1)``, the RMS per sample and channel over grid and time.
 
