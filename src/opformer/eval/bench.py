@@ -8,6 +8,7 @@ a child that still goes over (or dies) is stopped and its cell marked, never the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,7 +16,9 @@ import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,13 +122,33 @@ def _rss(pid: int) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM (in the main thread) until the block ends; yields the signals that arrived."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     """Run one cell in a fresh interpreter; stop it at the time or memory budget."""
     env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
     command = [sys.executable, "-m", "opformer.eval.bench_cell", json.dumps(spec)]
     start = time.monotonic()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as child:
+    with interrupts_held() as held:  # an interrupt inside Popen() would leave the started child running
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    with child:
         try:
+            if held:
+                raise KeyboardInterrupt
             status = None
             while child.poll() is None:
                 if time.monotonic() - start > settings.time_budget:
@@ -140,6 +163,7 @@ def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
             out, err = child.communicate()
         except BaseException:  # interrupted or terminated: the cell's process must not outlive the bench
             child.kill()
+            child.wait()  # reaped here: Popen's exit waits only 0.25 s after a KeyboardInterrupt
             raise
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
