@@ -94,14 +94,16 @@ def main() -> None:
     rows = {name: {**evaluate(name, *job, summaries[job[3]]), "command": command, "wall_seconds": wall}
             for name, job in jobs.items()}
 
+    from opformer.eval.evaluate import persistence_row
+
     path = RESULTS / "factformer.json"
     result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     for part in parts:
         entry = result["parts"].setdefault(part, {})
         if PARTS[part][1]:
             entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
-        if part in ("kolmogorov", "turbulence3d") and entry["runs"]:
-            entry["persistence"] = persistence(Path(args.runs) / entry["runs"][0]["name"], data[part])
+        if part in ("kolmogorov", "turbulence3d") and entry["runs"]:  # on the test frames of the part's runs
+            entry["persistence"] = persistence_row(Path(args.runs) / entry["runs"][0]["name"], data[part])
         if part == "attention_cost":
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
             entry.update(bench=attention_costs(threads), command=command)
@@ -129,13 +131,6 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
     n_test = load_config(config, sets).data.n_test
     return {"name": name, **run_record(summary, config, sets, ROOT), "test": evaluation,
             "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
-
-
-def persistence(run: Path, data: str) -> dict[str, Any]:
-    """The last given frame repeated, on the test trajectories and frames of a part's runs."""
-    from opformer.eval.evaluate import persistence_row
-
-    return persistence_row(run, data)
 
 
 def attention_costs(threads: int) -> list[dict[str, Any]]:

@@ -93,9 +93,10 @@ def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool
 
 
 def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
-                   ) -> tuple[Callable[[], None], Callable[[], int]]:
+                   ) -> tuple[Callable[[], None], Callable[[], list[Tensor]]]:
     """The cell's step on a random input of the cell's shape and a random target of the output's shape, and a
-    function giving the bytes that persist between steps (set the gradients to None first)."""
+    function listing the tensors that persist between steps besides the gradients (weights, buffers, input,
+    target, optimizer state)."""
     peer.model.to(device)
     shape = input_shape(peer.model, spec["batch"], spec["resolution"]) if spec["implementation"] == OPFORMER \
         else (spec["batch"], spec["resolution"], 1)
@@ -107,14 +108,12 @@ def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
         target = torch.randn_like(peer.forward(x))
     step, optimizer = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER)
 
-    def resident_bytes() -> int:
+    def persistent() -> list[Tensor]:
         state = [] if optimizer is None else [v for s in optimizer.state.values() for v in s.values()
                                               if isinstance(v, Tensor)]
-        for p in peer.model.parameters():
-            p.grad = None  # as the step's zero_grad does first: freed gradients are not tracked
-        return storage_bytes([*peer.model.parameters(), *peer.model.buffers(), x, target, *state])
+        return [*peer.model.parameters(), *peer.model.buffers(), x, target, *state]
 
-    return step, resident_bytes
+    return step, persistent
 
 
 def storage_bytes(tensors: list[Tensor]) -> int:
@@ -138,7 +137,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         peer = _build(spec)
     except PeerUnavailable as exc:
         return {"status": f"peer unavailable: {exc}"}
-    step, resident_bytes = _prepared_step(peer, spec, device)
+    step, persistent = _prepared_step(peer, spec, device)
     for _ in range(spec["warmup"]):
         step()
     times = []
@@ -153,7 +152,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     if device.type == "cuda":
         tensor_bytes = int(torch.cuda.max_memory_allocated(device))
     else:
-        resident = resident_bytes()
+        for p in peer.model.parameters():
+            p.grad = None  # as the step's zero_grad does first: frees of untracked blocks are not seen
+        resident = storage_bytes(persistent())
         release_freed_memory()  # the retained blocks go back: profiling grows the heap again
         with TensorMemoryTracker() as tracker:
             step()
