@@ -20,13 +20,18 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig, out: str | os.PathLike, suptitle: str = "") -> Path:
+    """Write ``fig`` (titled ``suptitle`` if given) to the PNG ``out`` through a temporary name, and close it."""
+    if suptitle:
+        fig.suptitle(suptitle)
+    path = Path(out)
     tmp = atomic_path(path)
     try:
         fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+        _pyplot().close(fig)
     return path
 
 
@@ -42,9 +47,7 @@ def plot_losses(metrics_path: str | os.PathLike, out: str | os.PathLike) -> Path
     ax.set_xlabel("epoch")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    path = _save(fig, Path(out))
-    plt.close(fig)
-    return path
+    return _save(fig, out)
 
 
 def plot_predictions_1d(inputs: torch.Tensor, targets: torch.Tensor, preds: torch.Tensor,
@@ -63,11 +66,7 @@ def plot_predictions_1d(inputs: torch.Tensor, targets: torch.Tensor, preds: torc
         ax.set_title(f"sample {i}: relative L2 {err:.2e}", fontsize=9)
     axes[0, 0].legend(fontsize=8, loc="upper right")
     axes[-1, 0].set_xlabel("x")
-    if title:
-        fig.suptitle(title)
-    path = _save(fig, Path(out))
-    plt.close(fig)
-    return path
+    return _save(fig, out, title)
 
 
 def plot_predictions_2d(inputs: torch.Tensor, targets: torch.Tensor, preds: torch.Tensor,
@@ -92,11 +91,7 @@ def plot_predictions_2d(inputs: torch.Tensor, targets: torch.Tensor, preds: torc
             ax.set_title(f"sample {i}: {label}", fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
-    if title:
-        fig.suptitle(title)
-    path = _save(fig, Path(out))
-    plt.close(fig)
-    return path
+    return _save(fig, out, title)
 
 
 def plot_rollout_errors(times: list[float], per_frame: list[float], out: str | os.PathLike,
@@ -110,9 +105,7 @@ def plot_rollout_errors(times: list[float], per_frame: list[float], out: str | o
     ax.grid(True, which="both", alpha=0.3)
     if title:
         ax.set_title(title, fontsize=9)
-    path = _save(fig, Path(out))
-    plt.close(fig)
-    return path
+    return _save(fig, out)
 
 
 def _frame_image(field: torch.Tensor) -> torch.Tensor:
@@ -141,11 +134,7 @@ def plot_rollout_frames(truth: torch.Tensor, pred: torch.Tensor, times: list[flo
             ax.set_title(f"{label}, t = {times[frame]:g}", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-    if title:
-        fig.suptitle(title)
-    path = _save(fig, Path(out))
-    plt.close(fig)
-    return path
+    return _save(fig, out, title)
 
 
 def animate_rollout(truth: torch.Tensor, pred: torch.Tensor, times: list[float], out: str | os.PathLike) -> Path:
