@@ -30,6 +30,10 @@ FINE, COARSE = 85, 29
 ZERO_SHOT = (141, 211)
 TARGETS = {"forward": 1.2e-2, "inverse": 4e-2}
 PAPER = {"forward": "0.84e-2 (GT, n_f = 141)", "inverse": "2.55e-2 (GT, n_f = 141, eps = 0.01)"}
+# The paper's peak rate 1e-3 made the inverse GT diverge at (85, 29): at epoch 20 of 100 (rate 7.5e-4 on the way
+# up) the training loss jumped from 0.08 to 514 and the model collapsed to the mean (validation 0.505, from 0.072).
+# 5e-4 is the paper's 2D rate for its other attentions (fourier, softmax).
+INVERSE_GT_LR = 5e-4
 
 
 def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int) -> tuple[Path, list[str]]:
@@ -41,8 +45,7 @@ def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int
         sets.append(f"model.coarse_size={COARSE}")
     if problem == "inverse":
         sets.append(f"data.target_resolution={COARSE}")
-        if model == "fno2d":
-            sets.append(f"model.output_size={COARSE}")
+        sets.append(f"model.output_size={COARSE}" if model == "fno2d" else f"optim.lr={INVERSE_GT_LR}")
     return config, sets
 
 
@@ -107,7 +110,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Commands: {commands}. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) = "
         f"({result['grids']['fine']}, {result['grids']['coarse']}); model selection on 100 validation samples, "
         "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: eps = 0.01 "
-        f"noise in training and evaluation. Load average before/after: {result['loadavg_before'][0]:.2f} / "
+        f"noise in training and evaluation, GT peak learning rate {INVERSE_GT_LR:g} (the paper's 1e-3 diverged at "
+        f"this grid; benchmarks/darcy.py says how). Load average before/after: {result['loadavg_before'][0]:.2f} / "
         f"{result['loadavg_after'][0]:.2f} (last command).",
         "",
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
