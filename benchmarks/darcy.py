@@ -42,6 +42,8 @@ def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int
     """The paper config of a model/problem and the overrides that put it on the benchmark's grids and budget."""
     folder = "darcy" if problem == "forward" else "darcy_inverse"
     config = ROOT / "configs" / folder / f"{model}_141.yaml"
+    if not config.exists():
+        raise SystemExit(f"--models {model} --problems {problem}: no config {config.relative_to(ROOT)}")
     sets = [f"data.path={data}", f"data.resolution={FINE}", f"train.epochs={epochs}", f"data.n_train={n_train}"]
     if not model.startswith("fno2d"):
         sets.append(f"model.coarse_size={COARSE}")
