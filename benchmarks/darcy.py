@@ -49,7 +49,10 @@ def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int
         sets.append(f"model.coarse_size={COARSE}")
     if problem == "inverse":
         sets.append(f"data.target_resolution={COARSE}")
-        sets.append(f"model.output_size={COARSE}" if model.startswith("fno2d") else f"optim.lr={INVERSE_GT_LR}")
+        if model.startswith("fno2d"):
+            sets.append(f"model.output_size={COARSE}")
+        else:
+            sets.append(f"optim.lr={INVERSE_GT_LR}")
     return config, sets
 
 
