@@ -1,7 +1,8 @@
 """Darcy forward and inverse benchmark (Cao 2021, Examples 5.2-5.3): GT and FNO2d side by side.
 
-Trains each model with the paper's configs (configs/darcy/, configs/darcy_inverse/) at (n_f, n_c) = (85, 29),
-the forward problem evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01. ``--models``
+Trains each model with the paper's configs (configs/darcy/, configs/darcy_inverse/): the forward problem at
+(n_f, n_c) = (85, 29), evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01 at (43, 15)
+(``GRIDS`` says why). ``--models``
 also takes ``fno2d_l2`` (forward only): the FNO2d with the plain relative L2 loss, as the paper retrained its
 baseline with the FNO code, beside ``fno2d`` trained exactly like the GT (the H1 loss). Each run
 trains in a fresh process (its peak resident memory is its own); runs resume where they stopped, so a budget
@@ -28,7 +29,10 @@ from training_runs import add_parallel_arguments, run_record, train_all, write_r
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-FINE, COARSE = 85, 29
+# (n_f, n_c) per problem. The inverse problem is halved in each direction (same ratio n_f / n_c = 2.9, s = 10 and
+# 30 on the 421 grid): at (85, 29) its GT (d = 192, batch 4, 256 steps an epoch) takes 0.7 s a step on both cores,
+# 5 h for the 100 epochs, longer than one 3 h working session, and nothing survives between sessions.
+GRIDS = {"forward": (85, 29), "inverse": (43, 15)}
 ZERO_SHOT = (141, 211)
 TARGETS = {"forward": 1.2e-2, "inverse": 4e-2}
 PAPER = {"forward": "0.84e-2 (GT, n_f = 141)", "inverse": "2.55e-2 (GT, n_f = 141, eps = 0.01)"}
@@ -44,13 +48,14 @@ def run_overrides(model: str, problem: str, data: str, epochs: int, n_train: int
     config = ROOT / "configs" / folder / f"{model}_141.yaml"
     if not config.exists():
         raise SystemExit(f"--models {model} --problems {problem}: no config {config.relative_to(ROOT)}")
-    sets = [f"data.path={data}", f"data.resolution={FINE}", f"train.epochs={epochs}", f"data.n_train={n_train}"]
+    fine, coarse = GRIDS[problem]
+    sets = [f"data.path={data}", f"data.resolution={fine}", f"train.epochs={epochs}", f"data.n_train={n_train}"]
     if not model.startswith("fno2d"):
-        sets.append(f"model.coarse_size={COARSE}")
+        sets.append(f"model.coarse_size={coarse}")
     if problem == "inverse":
-        sets.append(f"data.target_resolution={COARSE}")
+        sets.append(f"data.target_resolution={coarse}")
         if model.startswith("fno2d"):
-            sets.append(f"model.output_size={COARSE}")
+            sets.append(f"model.output_size={coarse}")
         else:
             sets.append(f"optim.lr={INVERSE_GT_LR}")
     return config, sets
@@ -82,13 +87,15 @@ def main() -> None:
     command = "python benchmarks/darcy.py " + " ".join(sys.argv[1:])
     rows = []
     for model, problem, config, sets, run in jobs:
-        resolutions = [FINE, *ZERO_SHOT] if problem == "forward" else [FINE]
+        fine, coarse = GRIDS[problem]
+        resolutions = [fine, *ZERO_SHOT] if problem == "forward" else [fine]
         evaluation = evaluate_run(run, args.data, resolutions)
-        rows.append({"model": model, "problem": problem, **run_record(summaries[run], config, sets, ROOT),
+        rows.append({"model": model, "problem": problem, "grid": [fine, coarse],
+                     **run_record(summaries[run], config, sets, ROOT),
                      "test": evaluation, "command": command, "wall_seconds": wall})
     result = {
         "full_recipe": args.epochs == 100 and args.n_train == 1024, "epochs": args.epochs, "n_train": args.n_train,
-        "batch_size": 4, "grids": {"fine": FINE, "coarse": COARSE, "zero_shot": list(ZERO_SHOT)},
+        "batch_size": 4, "grids": {**GRIDS, "zero_shot": list(ZERO_SHOT)},
         "targets": TARGETS, "paper": PAPER, "runs": merged_rows(RESULTS / "darcy.json", rows, args.epochs, args.n_train),
     }
     write_results(RESULTS, "darcy", result, markdown, load_before)
@@ -100,7 +107,8 @@ def merged_rows(path: Path, rows: list[dict[str, Any]], epochs: int, n_train: in
     previous = json.loads(path.read_text()) if path.exists() else {}
     same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
     new = {(r["problem"], r["model"]) for r in rows}
-    kept = [r for r in previous.get("runs", []) if same_budget and (r["problem"], r["model"]) not in new]
+    kept = [r for r in previous.get("runs", []) if same_budget and (r["problem"], r["model"]) not in new
+            and r.get("grid") == list(GRIDS[r["problem"]])]
     order = {"forward": 0, "inverse": 1, "gt": 0, "fno2d": 1, "fno2d_l2": 2}
     return sorted(kept + rows, key=lambda r: (order.get(r["problem"], 2), order.get(r["model"], 2), r["model"]))
 
@@ -115,24 +123,27 @@ def markdown(result: dict[str, Any]) -> str:
         "# Darcy benchmark (Cao 2021, Examples 5.2-5.3) on this machine",
         "",
         f"Commands: {commands}. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) = "
-        f"({result['grids']['fine']}, {result['grids']['coarse']}); model selection on 100 validation samples, "
+        f"{tuple(result['grids']['forward'])} forward, {tuple(result['grids']['inverse'])} inverse (the GT's 5 h "
+        "at (85, 29) do not fit one working session); model selection on 100 validation samples, "
         "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: eps = 0.01 "
         f"noise in training and evaluation, GT peak learning rate {INVERSE_GT_LR:g} (the paper's 1e-3 diverged at "
-        f"this grid; benchmarks/darcy.py says how). Load average before/after: {result['loadavg_before'][0]:.2f} / "
+        f"(85, 29); benchmarks/darcy.py says how). Load average before/after: {result['loadavg_before'][0]:.2f} / "
         f"{result['loadavg_after'][0]:.2f} (last command).",
         "",
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
         f"GT <= {result['targets']['inverse']:.1e} (paper {result['paper']['inverse']}), each below FNO2d.",
         "",
-        "| problem | model | parameters | rel. L2 (test) at n_f | s/step | train h | peak RSS GiB | best epoch |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | model | (n_f, n_c) | parameters | rel. L2 (test) at n_f | s/step | threads | train h | "
+        "peak RSS GiB | best epoch |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["runs"]:
         errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
-        lines.append(f"| {row['problem']} | {row['model']} | {row['parameters']:,} | {errors} | "
-                     f"{row['seconds_per_step']:.3f} | {row['train_hours']:.2f} | {row['peak_rss_gib']:.2f} | "
-                     f"{row['best_epoch']}/{row['epochs']} |")
-    lines += ["", "Seconds per step: one thread per run, runs trained two at a time on the 2 cores; "
+        lines.append(f"| {row['problem']} | {row['model']} | ({row['grid'][0]}, {row['grid'][1]}) | "
+                     f"{row['parameters']:,} | {errors} | "
+                     f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
+                     f"{row['peak_rss_gib']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+    lines += ["", "Seconds per step with the threads given; a one-thread run shared the 2 cores with another run. "
               "141 and 211 are zero-shot (the model trained at 85). fno2d is trained exactly like the GT (the "
               "coefficient-weighted H1 loss); fno2d_l2 with the plain relative L2 loss, as the paper retrained its "
               "FNO2d baseline with the FNO code (configs/darcy/fno2d_l2_141.yaml)."]

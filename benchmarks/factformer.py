@@ -102,8 +102,10 @@ def main() -> None:
         entry = result["parts"].setdefault(part, {})
         if PARTS[part][1]:
             entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
-        if part in ("kolmogorov", "turbulence3d") and entry["runs"]:  # on the test frames of the part's runs
-            entry["persistence"] = persistence_row(Path(args.runs) / entry["runs"][0]["name"], data[part])
+        trained = [name for name in PARTS[part][1] if name in rows]
+        if part in ("kolmogorov", "turbulence3d") and trained:  # the same test frames for every run of a part;
+            # from a run of this invocation, as earlier runs' folders may be gone (a new machine)
+            entry["persistence"] = persistence_row(Path(args.runs) / trained[0], data[part])
         if part == "attention_cost":
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
             entry.update(bench=attention_costs(threads), command=command)
