@@ -2,11 +2,10 @@
 
 Trains each model with the paper's configs (configs/darcy/, configs/darcy_inverse/): the forward problem at
 (n_f, n_c) = (85, 29), evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01 at (43, 15)
-(``GRIDS`` says why). ``--models``
-also takes ``fno2d_l2`` (forward only): the FNO2d with the plain relative L2 loss, as the paper retrained its
-baseline with the FNO code, beside ``fno2d`` trained exactly like the GT (the H1 loss). Each run
-trains in a fresh process (its peak resident memory is its own); runs resume where they stopped, so a budget
-can be spread over several invocations.
+(``GRIDS`` says why). ``--models`` also takes ``fno2d_l2`` (forward only): the FNO2d with the plain relative L2
+loss, as the paper retrained its baseline with the FNO code, beside ``fno2d`` trained exactly like the GT (the H1
+loss). Each run trains in a fresh process (its peak resident memory is its own); runs resume where they stopped,
+so a budget can be spread over several invocations.
 
 Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy.h5``::
 
