@@ -18,7 +18,7 @@ per invocation over several sessions; training runs resume where they stopped.
 Run from the repository root::
 
     .venv/bin/opformer generate kolmogorov --samples 140 --t-final 4 --solve-resolution 128 --out data/kolmogorov.h5
-    .venv/bin/opformer generate turbulence3d --samples 240 --out data/turbulence3d.h5
+    .venv/bin/opformer generate turbulence3d --samples 140 --out data/turbulence3d.h5
     .venv/bin/python benchmarks/factformer.py --parts kolmogorov,attention
 
 Kolmogorov data are solved on 128^2 and stored at 64^2 (the paper: 256^2 data trained at 128^2; docs/solvers.md
