@@ -158,17 +158,17 @@ def darcy_gt_row() -> dict[str, Any] | None:
 
 
 def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> list[str]:
-    lines = ["| model | parameters | traj. rel. L2 (test) | final frame | inference s/traj | s/step | train h | "
-             "peak RSS GiB | best epoch |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | parameters | traj. rel. L2 (test) | final frame | inference s/traj | s/step | threads | "
+             "train h | peak RSS GiB | best epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
     if baseline is not None:
         lines.append(f"| persistence (last given frame repeated) | 0 | {baseline['relative_l2']:.3e} | "
-                     f"{baseline['final_relative_l2']:.3e} | | | | | |")
+                     f"{baseline['final_relative_l2']:.3e} | | | | | | |")
     for row in runs:
         (test,) = row["test"]
         lines.append(f"| {row['name']} | {row['parameters']:,} | {test['relative_l2']:.3e} | "
                      f"{test['final_relative_l2']:.3e} | {row['evaluation_seconds_per_sample']:.3f} | "
-                     f"{row['seconds_per_step']:.3f} | {row['train_hours']:.2f} | {row['peak_rss_gib']:.2f} | "
-                     f"{row['best_epoch']}/{row['epochs']} |")
+                     f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
+                     f"{row['peak_rss_gib']:.2f} | {row['best_epoch']}/{row['epochs']} |")
     return lines
 
 
@@ -198,8 +198,8 @@ def markdown(result: dict[str, Any]) -> str:
     commands = [r["command"] for part in parts.values() for r in part.get("runs", []) if "command" in r]
     commands += [part["command"] for part in parts.values() if "command" in part]
     lines = ["# FactFormer benchmark (Li et al. 2023) on this machine", "",
-             "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(commands)) + " (threads per run and "
-             "runs at a time as given there; 2 cores). Model selection on the validation trajectories' rollout error. "
+             "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(commands)) + " (runs at a time as given "
+             "there, threads per run in the tables; 2 cores). Model selection on the validation trajectories' rollout error. "
              "Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
         lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
@@ -224,15 +224,16 @@ def markdown(result: dict[str, Any]) -> str:
                   *_rollout_table(parts["turbulence3d"]["runs"], parts["turbulence3d"].get("persistence")), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
-                  "| model | parameters | rel. L2 (test) | s/step | train h | best epoch |", "|---|---|---|---|---|---|"]
+                  "| model | parameters | rel. L2 (test) | s/step | threads | train h | best epoch |",
+                  "|---|---|---|---|---|---|---|"]
         gt = parts["darcy"]["galerkin_transformer"]
         for name, row in [("FactFormer", parts["darcy"]["runs"][0]), ("Galerkin Transformer", gt)]:
             if row is None:
-                lines.append(f"| {name} | not run (benchmarks/darcy.py) | | | | |")
+                lines.append(f"| {name} | not run (benchmarks/darcy.py) | | | | | |")
                 continue
             errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
             lines.append(f"| {name} | {row['parameters']:,} | {errors} | {row['seconds_per_step']:.3f} | "
-                         f"{row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+                         f"{row['threads']} | {row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
         lines.append("")
     return "\n".join(lines)
 
