@@ -79,24 +79,25 @@ def main() -> None:
     from opformer.eval.evaluate import evaluate_run
 
     grids = {**GRIDS, "inverse": parse_grid(args.inverse_grid)}
-    unknown = sorted(set(args.problems.split(",")) - set(grids))
+    problems = args.problems.split(",")
+    unknown = sorted(set(problems) - set(grids))
     if unknown:
         raise SystemExit(f"--problems: unknown {', '.join(unknown)}; expected some of {', '.join(grids)}")
     runs = Path(args.runs)
     jobs = []
-    for problem in args.problems.split(","):
+    for problem in problems:
         fine, coarse = grids[problem]
         for model in args.models.split(","):
-            config, sets = run_overrides(model, problem, grids[problem], args.data, args.epochs, args.n_train)
-            jobs.append((model, problem, str(config), sets, str(runs / f"{problem}-{model}-{fine}-{coarse}")))
+            config, sets = run_overrides(model, problem, (fine, coarse), args.data, args.epochs, args.n_train)
+            jobs.append((model, problem, (fine, coarse), str(config), sets,
+                         str(runs / f"{problem}-{model}-{fine}-{coarse}")))
     load_before = os.getloadavg()
     start = time.perf_counter()
-    summaries = train_all([(config, sets, run) for _, _, config, sets, run in jobs], args.jobs, args.threads)
+    summaries = train_all([(config, sets, run) for *_, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
     command = "python benchmarks/darcy.py " + " ".join(sys.argv[1:])
     rows = []
-    for model, problem, config, sets, run in jobs:
-        fine, coarse = grids[problem]
+    for model, problem, (fine, coarse), config, sets, run in jobs:
         resolutions = [fine, *ZERO_SHOT] if problem == "forward" else [fine]
         evaluation = evaluate_run(run, args.data, resolutions)
         rows.append({"model": model, "problem": problem, "grid": [fine, coarse],

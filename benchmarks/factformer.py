@@ -199,8 +199,8 @@ def markdown(result: dict[str, Any]) -> str:
     commands += [part["command"] for part in parts.values() if "command" in part]
     lines = ["# FactFormer benchmark (Li et al. 2023) on this machine", "",
              "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(commands)) + " (runs at a time as given "
-             "there, threads per run in the tables; 2 cores). Model selection on the validation trajectories' rollout error. "
-             "Budgets (epochs) per run in the tables.", ""]
+             "there, threads per run in the tables; 2 cores). Model selection on the validation trajectories' "
+             "rollout error. Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
         lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
                   "10 given frames, 16 rolled out; LM: 4 frames per call.", "",
