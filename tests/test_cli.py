@@ -187,7 +187,10 @@ def _umask():
 def test_bad_2d_settings_are_one_line_errors(capsys, tmp_path, darcy_file, darcy_config, sets, needles):
     config = tmp_path / "darcy.yaml"
     config.write_text(yaml.safe_dump(darcy_config(darcy_file)))
-    code, _, err = run_cli(capsys, "train", config, "--out", tmp_path / "run", "--set", *sets)
+    args = ["train", config, "--out", tmp_path / "run"]
+    for item in sets:
+        args += ["--set", item]
+    code, _, err = run_cli(capsys, *args)
     one_line_error(code, err, *needles)
     assert not (tmp_path / "run").exists()
 

@@ -230,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")
     p.add_argument("config", nargs="?", help="YAML run config")
     p.add_argument("--out", help="run directory to create")
-    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override config values, e.g. --set train.epochs=10 data.n_train=64 (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. train.epochs=10 (repeatable)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in RUN from its last checkpoint")
     p.set_defaults(func=cmd_train)
 
