@@ -113,13 +113,19 @@ def main() -> None:
 
 def parse_grid(text: str) -> tuple[int, int]:
     """``"NF,NC"`` as ``(n_f, n_c)``: a one-line error unless n_f = 420/s + 1 for an integer s and 1 < n_c < n_f."""
+    from opformer.data.grids import stride_for
+    from opformer.errors import DataError
+
     try:
         fine, coarse = (int(v) for v in text.split(","))
     except ValueError:
         raise SystemExit(f"--inverse-grid: expected NF,NC (two integers), got {text!r}") from None
-    if fine < 2 or 420 % (fine - 1) or not 1 < coarse < fine:
-        raise SystemExit(f"--inverse-grid: expected n_f = 420/s + 1 (211, 141, 85, 61, 43, ...) and 1 < n_c < n_f, "
-                         f"got ({fine}, {coarse})")
+    try:
+        stride_for(421, fine, periodic=False, what="--inverse-grid")
+    except DataError as error:
+        raise SystemExit(str(error)) from None
+    if not 1 < coarse < fine:
+        raise SystemExit(f"--inverse-grid: expected 1 < n_c < n_f, got ({fine}, {coarse})")
     return fine, coarse
 
 
