@@ -200,7 +200,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["# FactFormer benchmark (Li et al. 2023) on this machine", "",
              "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(commands)) + " (runs at a time as given "
              "there, threads per run in the tables; 2 cores). Model selection on the validation trajectories' "
-             "rollout error. Budgets (epochs) per run in the tables.", ""]
+             "rollout error (Darcy: on the validation relative L2). Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
         lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
                   "10 given frames, 16 rolled out; LM: 4 frames per call.", "",
@@ -224,16 +224,17 @@ def markdown(result: dict[str, Any]) -> str:
                   *_rollout_table(parts["turbulence3d"]["runs"], parts["turbulence3d"].get("persistence")), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
-                  "| model | parameters | rel. L2 (test) | s/step | threads | train h | best epoch |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| model | parameters | rel. L2 (test) | s/step | threads | train h | peak RSS GiB | best epoch |",
+                  "|---|---|---|---|---|---|---|---|"]
         gt = parts["darcy"]["galerkin_transformer"]
         for name, row in [("FactFormer", parts["darcy"]["runs"][0]), ("Galerkin Transformer", gt)]:
             if row is None:
-                lines.append(f"| {name} | not run (benchmarks/darcy.py) | | | | | |")
+                lines.append(f"| {name} | not run (benchmarks/darcy.py) | | | | | | |")
                 continue
             errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
             lines.append(f"| {name} | {row['parameters']:,} | {errors} | {row['seconds_per_step']:.3f} | "
-                         f"{row['threads']} | {row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+                         f"{row['threads']} | {row['train_hours']:.2f} | {row['peak_rss_gib']:.2f} | "
+                         f"{row['best_epoch']}/{row['epochs']} |")
         lines.append("")
     return "\n".join(lines)
 
