@@ -41,8 +41,8 @@ PAPER = {"forward": "0.84e-2 (GT, n_f = 141)", "inverse": "2.55e-2 (GT, n_f = 14
 # The paper's peak rate 1e-3 made the inverse GT diverge at (85, 29): at epoch 20 of 100 (rate 7.5e-4 on the way
 # up) the training loss jumped from 0.08 to 514 and the model collapsed to the mean (validation 0.505, from 0.072).
 # At 5e-4 (the paper's 2D rate for its other attentions) it diverged the same way at epoch 26 (rate 4.8e-4; training
-# loss 0.076 -> 2.07, validation 0.067 at epoch 24 -> 0.505): each attention layer's gain on the residual stream went
-# from ~0.2 to ~10, so the encoder's output grew 1e5-fold and the point-wise regressor saturated to a constant.
+# loss 0.076 -> 2.07, validation 0.067 at epoch 24 -> 0.505): attention layers 2-6 went from adding 0.1-0.3x
+# their input to the residual stream to 4-15x, the encoder output grew 1e5-fold, the regressor saturated to a constant.
 # Hence a quarter of the paper's rate (the (43, 15) row was trained at 5e-4, which was stable there).
 INVERSE_GT_LR = 2.5e-4
 
