@@ -188,7 +188,8 @@ def markdown(result: dict[str, Any]) -> str:
     if any(r["problem"] == "inverse" and "--inverse-grid" not in r.get("command", "")
            and tuple(r["grid"]) != GRIDS["inverse"] for r in result["runs"]):
         lines[-1] += (" Inverse rows whose command has no --inverse-grid ran when (43, 15) was the script's only "
-                      "inverse grid: add --inverse-grid 43,15 to rerun them.")
+                      "inverse grid: add --inverse-grid 43,15 to rerun them (a rerun trains the GT at the script's "
+                      f"current peak rate, {INVERSE_GT_LR:g}; the peak lr column gives the rate each row had).")
     return "\n".join(lines) + "\n"
 
 
