@@ -20,6 +20,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from opformer.data.store import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
@@ -132,8 +134,8 @@ def main() -> None:
         "benchmark_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "burgers.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "burgers.md").write_text(markdown(report))
+    write_atomic(RESULTS / "burgers.json", json.dumps(report, indent=2) + "\n")
+    write_atomic(RESULTS / "burgers.md", markdown(report))
     print(markdown(report))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import scipy
 
+from opformer.data.store import write_atomic
 from opformer.pde.burgers import (
     DEFAULT_DT,
     DEFAULT_SOLVE_RESOLUTION,
@@ -87,7 +88,7 @@ def main() -> None:
         "relative_l2_errors": errors,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "burgers_data.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_atomic(RESULTS / "burgers_data.json", json.dumps(result, indent=2) + "\n")
     solver = settings["solver"]
     n_solve = solver["solve_resolution"]
     lines = [
@@ -118,7 +119,7 @@ def main() -> None:
         "'refined' doubles the solve grid and halves dt.",
         "",
     ]
-    (RESULTS / "burgers_data.md").write_text("\n".join(lines))
+    write_atomic(RESULTS / "burgers_data.md", "\n".join(lines))
     print("\n".join(lines))
 
 

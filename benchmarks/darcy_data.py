@@ -25,6 +25,7 @@ import scipy
 from threadpoolctl import threadpool_limits
 
 from opformer.data.generate import generate_darcy_file
+from opformer.data.store import write_atomic
 from opformer.pde.darcy import (
     DEFAULT_TOLERANCE,
     PAPER_GRF,
@@ -127,7 +128,7 @@ def main() -> None:
         "target_seconds": 600,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "darcy_data.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_atomic(RESULTS / "darcy_data.json", json.dumps(result, indent=2) + "\n")
     rows = [
         ("samples x grid", f"{args.samples} x {args.resolution}^2 ({workers} worker processes)"),
         ("wall time", f"{seconds:.1f} s (target 600 s)"),
@@ -145,7 +146,7 @@ def main() -> None:
     ]
     md = ["# Darcy data generation (Cao 2021, Example 5.2)", "", f"Command: `{result['command']}`", "",
           "| quantity | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
-    (RESULTS / "darcy_data.md").write_text("\n".join(md))
+    write_atomic(RESULTS / "darcy_data.md", "\n".join(md))
     print("\n".join(md))
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import scipy
 import scipy.fft
 
+from opformer.data.store import write_atomic
 from opformer.pde.navier_stokes import (
     FFTS_PER_STEP,
     FNO_GRF,
@@ -127,7 +128,7 @@ def main() -> None:
         "rel_l2_t50_stored_float32_vs_float64_solve": stored_vs_float64.tolist(),
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "navier_stokes_data.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_atomic(RESULTS / "navier_stokes_data.json", json.dumps(result, indent=2) + "\n")
     machine = result["machine"]
     worst = {key: max(result[key]) for key in result if key.startswith("rel_l2")}
     rows = [
@@ -165,7 +166,7 @@ def main() -> None:
             else "64^2 is NOT resolved to 1e-6: solve on a finer grid."
         ),
     ]
-    (RESULTS / "navier_stokes_data.md").write_text("\n".join(md) + "\n")
+    write_atomic(RESULTS / "navier_stokes_data.md", "\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from opformer.data.store import write_atomic
+
 
 def exit_with_parent(parent: int, poll_seconds: float = 2.0) -> None:
     """End this worker process once the benchmark process ``parent`` is gone, however it died (even SIGKILL):
@@ -98,6 +100,6 @@ def write_results(results: Path, name: str, result: dict[str, Any], markdown: Ca
     result.update({"command": f"python benchmarks/{name}.py " + " ".join(sys.argv[1:]), "machine": machine(),
                    "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg())})
     results.mkdir(parents=True, exist_ok=True)
-    (results / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (results / f"{name}.md").write_text(markdown(result))
+    write_atomic(results / f"{name}.json", json.dumps(result, indent=2) + "\n")
+    write_atomic(results / f"{name}.md", markdown(result))
     print(markdown(result))
