@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import scipy
 
-from opformer.data.store import write_atomic
+from opformer.io import write_atomic
 from opformer.pde.burgers import (
     DEFAULT_DT,
     DEFAULT_SOLVE_RESOLUTION,

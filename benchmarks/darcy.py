@@ -117,7 +117,7 @@ def main() -> None:
 
 def parse_grid(text: str) -> tuple[int, int]:
     """``"NF,NC"`` as ``(n_f, n_c)``: a one-line error unless n_f = 420/s + 1 for an integer s and 1 < n_c < n_f."""
-    from opformer.data.grids import stride_for
+    from opformer.grids import stride_for
     from opformer.errors import DataError
 
     try:

@@ -25,7 +25,7 @@ import scipy
 from threadpoolctl import threadpool_limits
 
 from opformer.data.generate import generate_darcy_file
-from opformer.data.store import write_atomic
+from opformer.io import write_atomic
 from opformer.pde.darcy import (
     DEFAULT_TOLERANCE,
     PAPER_GRF,

@@ -20,7 +20,7 @@ import numpy as np
 import scipy
 import scipy.fft
 
-from opformer.data.store import write_atomic
+from opformer.io import write_atomic
 from opformer.pde.navier_stokes import (
     FFTS_PER_STEP,
     FNO_GRF,

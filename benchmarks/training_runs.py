@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opformer.data.store import write_atomic
+from opformer.io import write_atomic
 
 
 def exit_with_parent(parent: int, poll_seconds: float = 2.0) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 import opformer.data.generate as generate
 from opformer.cli import main
-from opformer.data.grids import stride_for
+from opformer.grids import stride_for
 from opformer.data.store import read_arrays, read_info
 
 

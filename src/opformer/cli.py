@@ -103,7 +103,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from opformer.eval.evaluate import evaluate_run, format_table
-    from opformer.data.store import write_atomic
+    from opformer.io import write_atomic
 
     rows = evaluate_run(args.run, args.data, _parse_resolutions(args.resolution), split=args.split,
                         device=args.device)
@@ -155,8 +155,8 @@ def _output_path(option: str, value: str | None) -> Path | None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from opformer.eval.bench import BenchSettings, run_bench, solver_comparison
     from opformer.eval.bench_report import plot_bench, to_markdown
-    from opformer.eval.evaluate import resolve_device
-    from opformer.data.store import write_atomic
+    from opformer.runtime import resolve_device
+    from opformer.io import write_atomic
 
     try:
         resolutions = [int(v) for v in args.resolutions.split(",") if v.strip()]

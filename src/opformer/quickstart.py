@@ -12,7 +12,7 @@ from opformer.data.generate import generate_burgers_file
 from opformer.eval.evaluate import evaluate_run, format_table
 from opformer.eval.report import plot_run
 from opformer.models.registry import preset
-from opformer.data.store import write_atomic
+from opformer.io import write_atomic
 from opformer.train.trainer import train
 
 # A small Burgers set (the paper's PDE, viscosity and GRF) stored at n = 2048, trained at n = 512.

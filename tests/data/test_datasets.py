@@ -4,26 +4,9 @@ import torch
 
 from opformer.data import datasets
 from opformer.data.datasets import load_split
-from opformer.data.grids import stride_for
+from opformer.grids import block_average, central_difference
 from opformer.data.normalize import UnitGaussianNormalizer
 from opformer.errors import DataError
-from opformer.train.losses import central_difference
-
-
-@pytest.mark.parametrize("stored, wanted, periodic, stride", [
-    (8192, 2048, True, 4), (8192, 512, True, 16), (8192, 8192, True, 1),
-    (421, 211, False, 2), (421, 141, False, 3), (421, 85, False, 5), (421, 61, False, 7), (421, 43, False, 10),
-])
-def test_strides_of_the_papers_grids(stored, wanted, periodic, stride):
-    assert stride_for(stored, wanted, periodic) == stride
-
-
-def test_a_resolution_that_does_not_divide_is_an_error():
-    with pytest.raises(DataError, match=r"resolution 500 is not a strided sub-sample of the stored 8192 points "
-                                         r"\(valid: 8192, 4096, 2048"):
-        stride_for(8192, 500, True)
-    with pytest.raises(DataError, match="valid: 421, 211, 141"):
-        stride_for(421, 200, False)
 
 
 def test_splits_are_disjoint_and_strided(toy_file):
@@ -75,8 +58,6 @@ def test_channel_normaliser_uses_one_statistic_per_channel():
 
 
 def test_inverse_split_swaps_input_and_target_and_block_averages_the_target(darcy_file):
-    from opformer.nn.interp_cnn import block_average
-
     sizes = dict(n_train=8, n_val=2, n_test=2)
     forward = load_split(darcy_file, "train", resolution=9, **sizes)
     inverse = load_split(darcy_file, "train", resolution=9, target_resolution=5, direction="inverse", **sizes)

@@ -1,9 +1,7 @@
-import numpy as np
 import pytest
 import torch
 
-from opformer.errors import DataError
-from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN, block_average, intermediate_size, split_channels
+from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN, intermediate_size, split_channels
 
 
 @pytest.mark.parametrize("fine, coarse, mid", [(141, 43, 78), (211, 61, 113), (141, 36, 71), (85, 29, 50)])
@@ -14,25 +12,6 @@ def test_intermediate_grids_of_the_paper(fine, coarse, mid):
 def test_channel_split_of_the_stacked_convolutions():
     assert split_channels(128) == [42, 42, 44]
     assert split_channels(192) == [64, 64, 64]
-
-
-def test_block_average_by_hand():
-    # n = 5 -> 3 points: stride 2, blocks of radius 1 around fine nodes 0, 2, 4, clipped at the ends
-    a = np.arange(25, dtype=np.float64).reshape(5, 5)
-    blocks = [slice(0, 2), slice(1, 4), slice(3, 5)]
-    expected = np.array([[a[r, c].mean() for c in blocks] for r in blocks])
-    got = block_average(torch.from_numpy(a)[None, ..., None], 3)[0, ..., 0]
-    np.testing.assert_allclose(got.numpy(), expected)
-
-
-def test_block_average_keeps_constants_and_linear_functions_at_interior_nodes():
-    x = torch.linspace(0, 1, 13, dtype=torch.float64)
-    linear = (2 * x[:, None] - 3 * x[None, :] + 1)[None, ..., None]
-    coarse = block_average(linear, 5)  # stride 3: the interior blocks are symmetric about their node
-    torch.testing.assert_close(coarse[0, 1:-1, 1:-1, 0], linear[0, 3:-3:3, 3:-3:3, 0])
-    torch.testing.assert_close(block_average(torch.ones(2, 13, 13, 3), 7), torch.ones(2, 7, 7, 3))
-    with pytest.raises(DataError, match="6 points per axis is not a strided sub-grid of 13"):
-        block_average(linear, 6)
 
 
 def test_cinn_shapes_and_bilinear_resampling_of_a_linear_field():

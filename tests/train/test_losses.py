@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from opformer.train.losses import H1RelativeLoss, central_difference, relative_l2, relative_l2_per_sample
+from opformer.grids import central_difference
+from opformer.train.losses import H1RelativeLoss, relative_l2, relative_l2_per_sample
 
 
 def col(values):
@@ -16,26 +17,6 @@ def test_relative_l2_by_hand():
     per_sample = relative_l2_per_sample(pred, target)
     assert per_sample.tolist() == pytest.approx([math.sqrt(1 / 39), 1.0])
     assert relative_l2(pred, target).item() == pytest.approx((math.sqrt(1 / 39) + 1) / 2)
-
-
-def test_central_difference_periodic_is_exact_on_a_fourier_mode():
-    n, k = 32, 3
-    x = torch.arange(n, dtype=torch.float64) / n
-    u = torch.sin(2 * math.pi * k * x)[None, :, None]
-    h = 1 / n
-    expected = math.sin(2 * math.pi * k * h) / h * torch.cos(2 * math.pi * k * x)
-    torch.testing.assert_close(central_difference(u, [1.0], [True])[0, :, 0], expected)
-
-
-def test_central_difference_closed_grid_is_exact_on_quadratics_in_2d():
-    n = 9
-    x = torch.linspace(0, 2, n, dtype=torch.float64)
-    X, Y = torch.meshgrid(x, x, indexing="ij")
-    u = (X ** 2 + 3 * X * Y - Y ** 2)[None, ..., None]
-    grad = central_difference(u, [2.0, 2.0], [False, False])
-    assert grad.shape == (1, n, n, 2)
-    torch.testing.assert_close(grad[0, ..., 0], 2 * X + 3 * Y)
-    torch.testing.assert_close(grad[0, ..., 1], 3 * X - 2 * Y)
 
 
 def test_h1_loss_by_hand():

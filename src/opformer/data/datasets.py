@@ -10,11 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from opformer.data.grids import stride_for
+from opformer.grids import block_average, central_difference, stride_for
 from opformer.data.store import DatasetInfo, read_arrays, read_info
 from opformer.errors import DataError
-from opformer.nn.interp_cnn import block_average
-from opformer.train.losses import central_difference
 
 GRADIENT_CHUNK = 64  #: samples whose stored-grid target gradients are computed at once
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from opformer.data.grids import stride_for
+from opformer.grids import stride_for
 from opformer.errors import DataError
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from opformer.data.store import atomic_path, write_atomic
+from opformer.io import atomic_replace, write_atomic
 
 
 class SampleParts:
@@ -43,13 +43,8 @@ class SampleParts:
 
     def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
         """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk)."""
-        tmp = atomic_path(self._chunk(first))
-        try:
-            with open(tmp, "wb") as f:
-                np.save(f, array, allow_pickle=False)
-            os.replace(tmp, self._chunk(first))
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_replace(self._chunk(first)) as tmp, open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
         if not (self.folder / "meta.json").exists():
             write_atomic(self.folder / "meta.json", json.dumps(meta))
 

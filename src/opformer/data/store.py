@@ -1,4 +1,4 @@
-"""The opformer HDF5 data-set format: atomic writing, validated reading.
+"""The opformer HDF5 data-set format: atomic writing (:mod:`opformer.io`), validated reading.
 
 An *operator* data set holds input/target pairs on one grid (see docs/data-format.md)::
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 
 from opformer import __version__
 from opformer.errors import DataError
+from opformer.io import atomic_replace
 
 FORMAT_NAME = "opformer"
 FORMAT_VERSION = 1
@@ -65,42 +65,17 @@ class DatasetInfo:
         return len(self.spatial_shape)
 
 
-def atomic_path(path: Path) -> Path:
-    """A temporary sibling of ``path`` to write to before renaming over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
-    return Path(tmp)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a small text file via a temporary name and a rename."""
-    tmp = atomic_path(path)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[int, ...]],
            attrs: dict[str, Any]) -> Path:
     """Write datasets and attributes to a temporary file, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_path(path)
-    try:
-        with h5py.File(tmp, "w") as f:
-            for name, array in arrays.items():
-                f.create_dataset(name, data=array, chunks=chunks.get(name))
-            stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
-                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            for key, value in {**stamp, **attrs}.items():
-                f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_replace(path) as tmp, h5py.File(tmp, "w") as f:
+        for name, array in arrays.items():
+            f.create_dataset(name, data=array, chunks=chunks.get(name))
+        stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
+                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        for key, value in {**stamp, **attrs}.items():
+            f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
     return path
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from opformer.data.datasets import split_range
-from opformer.data.grids import stride_for
+from opformer.grids import stride_for
 from opformer.data.store import DatasetInfo, read_fields, read_info
 from opformer.errors import DataError
 

@@ -27,7 +27,7 @@ from opformer.eval.flops import count_flops
 from opformer.eval.memory import TensorMemoryTracker
 from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
-from opformer.train.allocator import release_freed_memory, retain_freed_memory
+from opformer.runtime import release_freed_memory, retain_freed_memory
 from opformer.train.optim import build_optimizer
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from opformer.data.store import atomic_path
+from opformer.io import atomic_replace
 
 GIB = 1024**3
 
@@ -97,12 +96,10 @@ def plot_bench(report: dict[str, Any], path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     figure.tight_layout()
-    tmp = atomic_path(path)
     try:
-        figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120)
-        os.replace(tmp, path)
+        with atomic_replace(path) as tmp:
+            figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120)
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(figure)
     return path
 

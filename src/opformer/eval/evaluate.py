@@ -14,16 +14,10 @@ from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import CheckpointError, DataError
 from opformer.models.surrogate import Surrogate
+from opformer.runtime import resolve_device
 from opformer.train.checkpoint import load_surrogate
 from opformer.train.losses import relative_l2_per_sample
 from opformer.train.rollout import Step, persistence, rollout_errors
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """``auto`` picks CUDA when available, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 #: Offsets added to the run's seed for the fixed input-noise realisation of each evaluated split.

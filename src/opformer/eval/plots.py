@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from opformer.data.store import atomic_path
+from opformer.io import atomic_replace
 
 
 def _pyplot():
@@ -25,12 +25,10 @@ def _save(fig, out: str | os.PathLike, suptitle: str = "") -> Path:
     if suptitle:
         fig.suptitle(suptitle)
     path = Path(out)
-    tmp = atomic_path(path)
     try:
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_replace(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     finally:
-        tmp.unlink(missing_ok=True)
         _pyplot().close(fig)
     return path
 
@@ -162,11 +160,9 @@ def animate_rollout(truth: torch.Tensor, pred: torch.Tensor, times: list[float],
 
     animation = FuncAnimation(fig, draw, frames=len(times), blit=False)
     path = Path(out)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial.gif")  # Pillow picks the format by the suffix
     try:
-        animation.save(str(tmp), writer=PillowWriter(fps=4))
-        os.replace(tmp, path)
+        with atomic_replace(path, suffix=".gif") as tmp:  # Pillow picks the format by the suffix
+            animation.save(str(tmp), writer=PillowWriter(fps=4))
     finally:
-        tmp.unlink(missing_ok=True)
-    plt.close(fig)
+        plt.close(fig)
     return path

@@ -11,11 +11,12 @@ import torch
 from opformer.data.datasets import load_split, split_options
 from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import (NOISE_SEED_OFFSETS, check_compatible, noise_sample, predict, resolve_device,
-                                    rollout_row, run_checkpoint)
+from opformer.eval.evaluate import (NOISE_SEED_OFFSETS, check_compatible, noise_sample, predict, rollout_row,
+                                    run_checkpoint)
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
+from opformer.runtime import resolve_device
 from opformer.train.checkpoint import load_surrogate
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.nn.interp_cnn import block_average
+from opformer.grids import block_average
 from opformer.nn.mlp import FeedForward
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.spectral import FourierLayer

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from opformer.errors import DataError
 from opformer.nn.dropout import Dropout
 
 
@@ -79,24 +78,3 @@ class UpsampleCiNN(nn.Module):
         h = self.dropout(F.silu(self.conv(h)))
         h = F.interpolate(h, size=fine, mode="bilinear", align_corners=True)
         return h.permute(0, 2, 3, 1)
-
-
-def block_average(x: Tensor, size: int) -> Tensor:
-    """Average a channel-last field on a closed ``n x n`` grid over blocks centred at a coarser grid's nodes.
-
-    The coarse grid of ``size`` points per axis must be a strided sub-grid (``(n - 1) % (size - 1) == 0``,
-    stride ``s``); coarse node ``j`` gets the mean over the fine nodes within ``s // 2`` of ``j s`` on each axis,
-    clipped at the boundary (for odd ``s`` the blocks tile the grid). This is how the inverse problem's coarse
-    target coefficient is made from the fine one.
-    """
-    n = x.shape[1]
-    if size == n:
-        return x
-    if size < 2 or size > n or (n - 1) % (size - 1):
-        raise DataError(f"block average: {size} points per axis is not a strided sub-grid of {n} "
-                        f"(needs (n - 1) divisible by (size - 1))")
-    stride = (n - 1) // (size - 1)
-    radius = stride // 2
-    y = F.avg_pool2d(x.permute(0, 3, 1, 2), kernel_size=2 * radius + 1, stride=stride, padding=radius,
-                     count_include_pad=False)
-    return y.permute(0, 2, 3, 1)

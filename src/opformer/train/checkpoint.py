@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from opformer.data.store import atomic_path
 from opformer.errors import CheckpointError, ConfigError
+from opformer.io import atomic_replace
 from opformer.models.surrogate import Surrogate
 
 CHECKPOINT_FORMAT = "opformer-checkpoint"
@@ -36,12 +36,8 @@ def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config
         "state_dict": surrogate.state_dict(),
         "training_state": training_state or {},
     }
-    tmp = atomic_path(path)
-    try:
+    with atomic_replace(path) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from opformer.grids import central_difference
+
 
 def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """``||pred - target|| / ||target||`` over grid and channels, one value per sample.
@@ -21,30 +23,6 @@ def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Te
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-sample relative L2 error averaged over the batch (the paper's metric)."""
     return relative_l2_per_sample(pred, target).mean()
-
-
-def central_difference(u: torch.Tensor, lengths: Sequence[float], periodic: Sequence[bool]) -> torch.Tensor:
-    """Second-order central differences of ``u`` ``(batch, *spatial, channels)`` along each spatial axis.
-
-    Returns ``(batch, *spatial, channels * ndim)`` (axis-major: all channels of d/dx_1, then d/dx_2, ...).
-    Periodic axes wrap around; closed axes (points at both ends) use second-order one-sided differences at
-    the two ends.
-    """
-    grads = []
-    for axis, (length, wrap) in enumerate(zip(lengths, periodic)):
-        dim = axis + 1
-        n = u.shape[dim]
-        h = length / n if wrap else length / (n - 1)
-        if wrap:
-            grads.append((u.roll(-1, dim) - u.roll(1, dim)) / (2 * h))
-            continue
-        inner = (u.narrow(dim, 2, n - 2) - u.narrow(dim, 0, n - 2)) / (2 * h)
-        u0, u1, u2 = (u.narrow(dim, i, 1) for i in range(3))
-        v0, v1, v2 = (u.narrow(dim, n - 1 - i, 1) for i in range(3))
-        first = (-3 * u0 + 4 * u1 - u2) / (2 * h)
-        last = (3 * v0 - 4 * v1 + v2) / (2 * h)
-        grads.append(torch.cat([first, inner, last], dim=dim))
-    return torch.cat(grads, dim=-1)
 
 
 class H1RelativeLoss(nn.Module):

@@ -17,11 +17,10 @@ import yaml
 from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
-from opformer.data.store import write_atomic
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from opformer.eval.evaluate import resolve_device
+from opformer.io import write_atomic
 from opformer.models.surrogate import Surrogate
-from opformer.train.allocator import release_freed_memory, retain_freed_memory
+from opformer.runtime import release_freed_memory, resolve_device, retain_freed_memory
 from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task

@@ -11,7 +11,7 @@ from opformer.train import trainer
 
 SCRIPT = """
 import ctypes, sys, torch
-from opformer.train.allocator import retain_freed_memory
+from opformer.runtime import retain_freed_memory
 libc = ctypes.CDLL(None)
 libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, [ctypes.c_long]
 if sys.argv[1] == "retain":
@@ -40,7 +40,7 @@ def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
 
 RELEASE = """
 import resource, torch
-from opformer.train.allocator import release_freed_memory, retain_freed_memory
+from opformer.runtime import release_freed_memory, retain_freed_memory
 def resident():
     return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 assert retain_freed_memory()

@@ -1,19 +1,30 @@
-"""Keep freed host memory in the process for reuse, so large tensors do not page-fault afresh every step.
+"""Where and how computation runs: the device rule shared by every command, and the host allocator.
 
-glibc serves blocks above 32 MB with ``mmap`` and unmaps them when freed, so each training step maps its
-large activations anew and the kernel zeroes every page on first touch: 110 ms for a 177 MB tensor here,
-against 45 ms for the copy into it. A FactFormer Darcy step (85^2, batch 8, one core) spent a third of its
-time so (19.2 -> 12.7 s). :func:`retain_freed_memory` sets glibc's ``M_MMAP_MAX`` to 0 (every block from
-the heap) and raises ``M_TRIM_THRESHOLD``, so freed blocks are reused; the resident size then stays at the
-step's peak instead of falling between steps. :func:`release_freed_memory` hands the kept blocks back
+Allocator: glibc serves blocks above 32 MB with ``mmap`` and unmaps them when freed, so each training step
+maps its large activations anew and the kernel zeroes every page on first touch: 110 ms for a 177 MB tensor
+here, against 45 ms for the copy into it. A FactFormer Darcy step (85^2, batch 8, one core) spent a third of
+its time so (19.2 -> 12.7 s). :func:`retain_freed_memory` sets glibc's ``M_MMAP_MAX`` to 0 (every block
+from the heap) and raises ``M_TRIM_THRESHOLD``, so freed blocks are reused; the resident size then stays at
+the step's peak instead of falling between steps. :func:`release_freed_memory` hands the kept blocks back
 (``malloc_trim``), for a process about to do something else.
 """
+
 
 from __future__ import annotations
 
 import ctypes
 import sys
 from typing import Any
+
+import torch
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters (malloc.h)
 TRIM_THRESHOLD = 2**31 - 1  # the largest value mallopt takes (a C int)

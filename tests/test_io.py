@@ -1,0 +1,31 @@
+"""Atomic writes: the target is replaced whole or not at all, and no temporary file is left behind."""
+
+import pytest
+
+from opformer.io import atomic_replace, write_atomic
+
+
+def test_write_atomic_replaces_the_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text("old")
+    write_atomic(path, "new")
+    assert path.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("old")
+    with pytest.raises(RuntimeError, match="killed"):
+        with atomic_replace(path) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_the_temporary_is_a_hidden_sibling_with_the_given_suffix(tmp_path):
+    with atomic_replace(tmp_path / "movie.gif", suffix=".gif") as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".movie.gif.") and tmp.suffix == ".gif"
+        tmp.write_bytes(b"GIF89a")
+    assert (tmp_path / "movie.gif").read_bytes() == b"GIF89a"
