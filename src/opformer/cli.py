@@ -81,7 +81,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from opformer.config import load_config
-    from opformer.train.trainer import load_run_config, train
+    from opformer.runs import load_run_config
+    from opformer.train.trainer import train
 
     if args.resume:
         run_dir = Path(args.resume)

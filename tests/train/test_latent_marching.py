@@ -10,8 +10,8 @@ from torch import nn
 from opformer.config import RolloutConfig, config_from_dict
 from opformer.errors import ConfigError
 from opformer.models import registry
-from opformer.train.losses import relative_l2_per_sample
-from opformer.train.rollout import latent_marching_loss, marched_frames, pushforward_active, window_loss
+from opformer.eval.metrics import relative_l2_per_sample
+from opformer.train.strategies import latent_marching_loss, marched_frames, pushforward_active, window_loss
 from opformer.train.trainer import train
 
 

@@ -13,7 +13,7 @@ import yaml
 from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import evaluate_run
-from opformer.train.checkpoint import load_checkpoint, load_surrogate
+from opformer.runs import load_checkpoint, load_surrogate
 from opformer.train.trainer import Trainer, train
 
 

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from opformer.config import config_from_dict
-from opformer.data.datasets import load_split
+from opformer.data.pairs import load_split
 from opformer.errors import ConfigError, DataError
-from opformer.eval.evaluate import evaluate_run, predict, split_errors
-from opformer.train.checkpoint import load_surrogate
+from opformer.eval.evaluate import evaluate_run
+from opformer.eval.metrics import predict, split_errors
+from opformer.runs import load_surrogate
 from opformer.train.trainer import Trainer, train
 
 

@@ -10,7 +10,7 @@ from opformer.errors import ConfigError, DataError
 from opformer.data.trajectories import load_trajectories
 from opformer.eval.evaluate import evaluate_run, persistence_row
 from opformer.models import registry
-from opformer.train.losses import relative_l2_per_sample
+from opformer.eval.metrics import relative_l2_per_sample
 from opformer.train.trainer import Trainer, train
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from opformer.data.datasets import split_range
+from opformer.data.pairs import split_range
 from opformer.grids import stride_for
 from opformer.data.store import DatasetInfo, read_fields, read_info
 from opformer.errors import DataError

@@ -3,58 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from opformer.data.datasets import OperatorSplit, load_split, split_options
+from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
-from opformer.errors import CheckpointError, DataError
+from opformer.errors import DataError
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, Step, persistence, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
+from opformer.runs import load_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
-from opformer.train.checkpoint import load_surrogate
-from opformer.train.losses import relative_l2_per_sample
-from opformer.train.rollout import Step, persistence, rollout_errors
-
-
-#: Offsets added to the run's seed for the fixed input-noise realisation of each evaluated split.
-NOISE_SEED_OFFSETS = {"train": 1, "val": 2, "test": 3, "all": 4}
-
-
-def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tensor | None:
-    """``level * N(0, 1)`` of ``shape`` from a seeded CPU generator (the same on every device); None if 0."""
-    if level == 0:
-        return None
-    return level * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-
-
-@torch.no_grad()
-def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device,
-            progress: Callable[[int], object] | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
-    """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
-
-    ``noise`` (the shape of ``inputs``, optional) is added to the normalised inputs (see :class:`Surrogate`).
-    ``progress`` is called with the number of samples of each finished batch.
-    """
-    surrogate.eval()
-    outputs = []
-    for start in range(0, inputs.shape[0], batch_size):
-        batch = slice(start, start + batch_size)
-        extra = None if noise is None else noise[batch].to(device)
-        outputs.append(surrogate(inputs[batch].to(device), extra).cpu())
-        if progress is not None:
-            progress(outputs[-1].shape[0])
-    return torch.cat(outputs) if outputs else inputs.new_zeros((0,))
-
-
-def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device,
-                 noise_level: float = 0.0, seed: int = 0) -> torch.Tensor:
-    """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation."""
-    noise = noise_sample(tuple(split.inputs.shape), noise_level, seed)
-    return relative_l2_per_sample(predict(surrogate, split.inputs, batch_size, device, noise=noise), split.targets)
 
 
 def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
@@ -70,17 +31,6 @@ def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
             f"{info.path}: {info.ndim}D data with channels {inputs} -> {targets} does not "
             f"fit {source}, a model of {len(data['stored_shape'])}D data with channels {data['input_channels']} -> "
             f"{data['target_channels']}")
-
-
-def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
-    """Path of a run directory's ``best`` or ``last`` checkpoint, with a clear error if absent."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CheckpointError(f"{run_dir}: no such run directory")
-    path = run_dir / f"{which}.pt"
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir}: holds no {which}.pt (did training finish an epoch?)")
-    return path
 
 
 def scaled_batch_size(run_config: dict[str, Any], resolution: tuple[int, ...]) -> int:

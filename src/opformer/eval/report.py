@@ -8,16 +8,16 @@ from pathlib import Path
 
 import torch
 
-from opformer.data.datasets import load_split, split_options
+from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import (NOISE_SEED_OFFSETS, check_compatible, noise_sample, predict, rollout_row,
-                                    run_checkpoint)
+from opformer.eval.evaluate import check_compatible, rollout_row
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
+from opformer.runs import load_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
-from opformer.train.checkpoint import load_surrogate
 
 
 def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,

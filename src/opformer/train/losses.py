@@ -7,17 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from opformer.eval.metrics import relative_l2_per_sample
 from opformer.grids import central_difference
-
-
-def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """``||pred - target|| / ||target||`` over grid and channels, one value per sample.
-
-    The mesh weight ``h`` of the discrete norm cancels in the ratio.
-    """
-    diff = (pred - target).flatten(1).pow(2).sum(dim=1)
-    norm = target.flatten(1).pow(2).sum(dim=1)
-    return torch.sqrt(diff / norm)
 
 
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -15,14 +15,14 @@ from typing import Any, Protocol
 import torch
 
 from opformer.config import RunConfig
-from opformer.data.datasets import load_split, split_options
+from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import NOISE_SEED_OFFSETS, split_errors
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.losses import H1RelativeLoss, relative_l2
-from opformer.train.rollout import rollout_errors, window_loss
+from opformer.train.strategies import window_loss
 
 
 class Task(Protocol):

@@ -3,9 +3,6 @@ atomic checkpoints every epoch and exact resumption."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import os
 import time
@@ -13,27 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from tqdm.auto import tqdm
 
-from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
+from opformer.config import RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from opformer.io import write_atomic
 from opformer.models.surrogate import Surrogate
+from opformer.runs import load_checkpoint, save_checkpoint, write_metrics, write_run_config, write_summary
 from opformer.runtime import release_freed_memory, resolve_device, retain_freed_memory
-from opformer.train.checkpoint import load_checkpoint, save_checkpoint
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
-
-
-def metrics_csv(history: list[dict[str, float]]) -> str:
-    """The per-epoch metrics as CSV text."""
-    out = io.StringIO()
-    if history:
-        writer = csv.DictWriter(out, fieldnames=list(history[0]))
-        writer.writeheader()
-        writer.writerows(history)
-    return out.getvalue()
 
 
 class Trainer:
@@ -139,7 +124,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train for the configured epochs (from :attr:`start_epoch`); return the run summary."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.run_dir / "config.yaml", yaml.safe_dump(config_to_dict(self.config), sort_keys=False))
+        write_run_config(self.run_dir, self.config)
         writer = _tensorboard(self.run_dir)
         epochs = self.config.train.epochs
         bar = tqdm(range(self.start_epoch, epochs), initial=self.start_epoch, total=epochs, desc="train",
@@ -158,7 +143,7 @@ class Trainer:
                 self.best_val = val
                 self._save("best.pt", epoch, with_state=False)
             self._save("last.pt", epoch, with_state=True)
-            write_atomic(self.run_dir / "metrics.csv", metrics_csv(self.history))
+            write_metrics(self.run_dir, self.history)
             bar.set_postfix(loss=f"{train_loss:.3e}", val=f"{val:.3e}")
             if writer is not None:
                 for key in ("train_loss", "val_relative_l2", "lr"):
@@ -178,7 +163,7 @@ class Trainer:
             "train_seconds": sum(r["seconds"] for r in self.history),
             "seconds_per_step": sum(r["seconds"] for r in self.history) / steps if steps else None,
         }
-        write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_summary(self.run_dir, summary)
         return summary
 
 
@@ -189,14 +174,6 @@ def _tensorboard(run_dir: Path) -> Any:
     except ImportError:
         return None
     return SummaryWriter(str(run_dir / "tensorboard"))
-
-
-def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
-    """The resolved config stored in a run directory."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir}: no config.yaml (not a run directory)")
-    return config_from_dict(safe_load_yaml(path.read_text()))
 
 
 def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> dict[str, Any]:

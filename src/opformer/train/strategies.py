@@ -1,42 +1,13 @@
-"""Auto-regressive use of a surrogate on trajectories: rollouts, the training strategies, rollout errors.
-
-A surrogate maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the next ``t_out`` frames
-(temporal bundling); a rollout feeds its own predictions back as context.
-"""
+"""Training strategies on trajectory windows: one-step, unrolled, pushforward and latent marching losses,
+curricula and relative input noise. Rollouts themselves (:func:`opformer.eval.metrics.rollout`) are shared
+with evaluation."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
 from opformer.config import RolloutConfig
-from opformer.train.losses import relative_l2_per_sample
-
-Step = Callable[[torch.Tensor], torch.Tensor]
-
-
-def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    """The next context: the last ``t_in`` frames of ``context`` followed by ``new`` (time axis -2)."""
-    t_in = context.shape[-2]
-    return torch.cat([context, new], dim=-2)[..., -t_in:, :]
-
-
-def rollout(step: Step, context: torch.Tensor, n_frames: int) -> torch.Tensor:
-    """Predict ``n_frames`` frames after ``context`` by repeated calls of ``step`` (the last call truncated)."""
-    frames = []
-    produced = 0
-    while produced < n_frames:
-        new = step(context)
-        frames.append(new)
-        produced += new.shape[-2]
-        context = advance(context, new)
-    return torch.cat(frames, dim=-2)[..., :n_frames, :]
-
-
-def persistence(context: torch.Tensor) -> torch.Tensor:
-    """The trivial forecast, the last given frame repeated: the baseline a learned rollout has to beat."""
-    return context[..., -1:, :]
+from opformer.eval.metrics import Step, advance, relative_l2_per_sample
 
 
 def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -138,22 +109,3 @@ def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config:
     if config.strategy == "pushforward":
         calls = pushforward_calls(calls, generator)
     return strategy_loss(step, context, future, config, calls, generator)
-
-
-@torch.no_grad()
-def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
-                   device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, channels)`` from its first ``t_in``
-    frames; returns the predictions ``(sample, n_frames, *spatial, channels)`` (on the CPU) and the relative
-    L2 error of every predicted frame ``(sample, n_frames)``. The given frames are never counted.
-    """
-    preds, errors = [], []
-    for start in range(0, fields.shape[0], batch_size):
-        chunk = fields[start:start + batch_size]
-        context = chunk[:, :t_in].movedim(1, -2).to(device)
-        pred = rollout(step, context, n_frames).movedim(-2, 1).cpu()
-        truth = chunk[:, t_in:t_in + n_frames]
-        per_frame = relative_l2_per_sample(pred.transpose(0, 1).flatten(0, 1), truth.transpose(0, 1).flatten(0, 1))
-        errors.append(per_frame.reshape(n_frames, -1).T)
-        preds.append(pred)
-    return torch.cat(preds), torch.cat(errors)

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from opformer.data import datasets
-from opformer.data.datasets import load_split
+from opformer.data import pairs
+from opformer.data.pairs import load_split
 from opformer.grids import block_average, central_difference
 from opformer.data.normalize import UnitGaussianNormalizer
 from opformer.errors import DataError
@@ -25,7 +25,7 @@ def test_splits_are_disjoint_and_strided(toy_file):
 
 
 def test_target_gradient_in_chunks_equals_the_whole_split(toy_file, monkeypatch):
-    monkeypatch.setattr(datasets, "GRADIENT_CHUNK", 3)  # 16 samples: five chunks of 3 and one of 1
+    monkeypatch.setattr(pairs, "GRADIENT_CHUNK", 3)  # 16 samples: five chunks of 3 and one of 1
     train = load_split(toy_file, "train", resolution=16, n_train=16, n_val=4, n_test=4)
     full = load_split(toy_file, "all", n_train=0, n_val=0, n_test=0)
     assert torch.equal(train.target_grad, central_difference(full.targets, [1.0], [True])[:16, ::4])

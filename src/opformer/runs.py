@@ -1,20 +1,81 @@
-"""Checkpoints: written atomically, loaded with ``torch.load(weights_only=True)`` (no code unpickled)."""
+"""The run directory: what a training run writes, and how every command reads it back.
+
+::
+
+    RUN/config.yaml    the resolved run config (every default filled in)
+    RUN/metrics.csv    one row per epoch: epoch, train_loss, val_relative_l2, lr, seconds
+    RUN/best.pt        the checkpoint of the lowest validation error (weights, spec, config, history)
+    RUN/last.pt        the latest checkpoint, with optimiser and scheduler state (for ``--resume``)
+    RUN/summary.json   epochs, best epoch and validation error, parameters, time
+    RUN/tensorboard/   scalars, if the optional tensorboard package is installed
+
+Checkpoints are written atomically and loaded with ``torch.load(weights_only=True)`` (no code unpickled).
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
+from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
 from opformer.errors import CheckpointError, ConfigError
-from opformer.io import atomic_replace
+from opformer.io import atomic_replace, write_atomic
 from opformer.models.surrogate import Surrogate
 
 CHECKPOINT_FORMAT = "opformer-checkpoint"
 CHECKPOINT_VERSION = 1
+CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.csv", "summary.json"
+
+
+def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
+    """The resolved config stored in a run directory."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir}: no {CONFIG} (not a run directory)")
+    return config_from_dict(safe_load_yaml(path.read_text()))
+
+
+def write_run_config(run_dir: Path, config: RunConfig) -> None:
+    """Store the resolved run config (atomically)."""
+    write_atomic(run_dir / CONFIG, yaml.safe_dump(config_to_dict(config), sort_keys=False))
+
+
+def metrics_csv(history: list[dict[str, float]]) -> str:
+    """The per-epoch metrics as CSV text."""
+    out = io.StringIO()
+    if history:
+        writer = csv.DictWriter(out, fieldnames=list(history[0]))
+        writer.writeheader()
+        writer.writerows(history)
+    return out.getvalue()
+
+
+def write_metrics(run_dir: Path, history: list[dict[str, float]]) -> None:
+    """Store the per-epoch metrics (atomically)."""
+    write_atomic(run_dir / METRICS, metrics_csv(history))
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Store the run summary (atomically)."""
+    write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+
+
+def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
+    """Path of a run directory's ``best`` or ``last`` checkpoint, with a clear error if absent."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"{run_dir}: no such run directory")
+    path = run_dir / f"{which}.pt"
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir}: holds no {which}.pt (did training finish an epoch?)")
+    return path
 
 
 def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config: dict[str, Any],

@@ -1,0 +1,105 @@
+"""What every evaluation measures, and what training validates with: relative L2 errors of predictions and
+of auto-regressive rollouts, with fixed, seeded input-noise realisations.
+
+A step maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the next ``t_out`` frames
+(temporal bundling); a rollout feeds its own predictions back as context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from opformer.data.pairs import OperatorSplit
+from opformer.models.surrogate import Surrogate
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+
+#: Offsets added to the run's seed for the fixed input-noise realisation of each evaluated split.
+NOISE_SEED_OFFSETS = {"train": 1, "val": 2, "test": 3, "all": 4}
+
+
+def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``||pred - target|| / ||target||`` over grid and channels, one value per sample.
+
+    The mesh weight ``h`` of the discrete norm cancels in the ratio.
+    """
+    diff = (pred - target).flatten(1).pow(2).sum(dim=1)
+    norm = target.flatten(1).pow(2).sum(dim=1)
+    return torch.sqrt(diff / norm)
+
+
+def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tensor | None:
+    """``level * N(0, 1)`` of ``shape`` from a seeded CPU generator (the same on every device); None if 0."""
+    if level == 0:
+        return None
+    return level * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+@torch.no_grad()
+def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device,
+            progress: Callable[[int], object] | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
+    """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
+
+    ``noise`` (the shape of ``inputs``, optional) is added to the normalised inputs (see :class:`Surrogate`).
+    ``progress`` is called with the number of samples of each finished batch.
+    """
+    surrogate.eval()
+    outputs = []
+    for start in range(0, inputs.shape[0], batch_size):
+        batch = slice(start, start + batch_size)
+        extra = None if noise is None else noise[batch].to(device)
+        outputs.append(surrogate(inputs[batch].to(device), extra).cpu())
+        if progress is not None:
+            progress(outputs[-1].shape[0])
+    return torch.cat(outputs) if outputs else inputs.new_zeros((0,))
+
+
+def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device,
+                 noise_level: float = 0.0, seed: int = 0) -> torch.Tensor:
+    """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation."""
+    noise = noise_sample(tuple(split.inputs.shape), noise_level, seed)
+    return relative_l2_per_sample(predict(surrogate, split.inputs, batch_size, device, noise=noise), split.targets)
+
+
+def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """The next context: the last ``t_in`` frames of ``context`` followed by ``new`` (time axis -2)."""
+    t_in = context.shape[-2]
+    return torch.cat([context, new], dim=-2)[..., -t_in:, :]
+
+
+def rollout(step: Step, context: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """Predict ``n_frames`` frames after ``context`` by repeated calls of ``step`` (the last call truncated)."""
+    frames = []
+    produced = 0
+    while produced < n_frames:
+        new = step(context)
+        frames.append(new)
+        produced += new.shape[-2]
+        context = advance(context, new)
+    return torch.cat(frames, dim=-2)[..., :n_frames, :]
+
+
+def persistence(context: torch.Tensor) -> torch.Tensor:
+    """The trivial forecast, the last given frame repeated: the baseline a learned rollout has to beat."""
+    return context[..., -1:, :]
+
+
+@torch.no_grad()
+def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
+                   device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, channels)`` from its first ``t_in``
+    frames; returns the predictions ``(sample, n_frames, *spatial, channels)`` (on the CPU) and the relative
+    L2 error of every predicted frame ``(sample, n_frames)``. The given frames are never counted.
+    """
+    preds, errors = [], []
+    for start in range(0, fields.shape[0], batch_size):
+        chunk = fields[start:start + batch_size]
+        context = chunk[:, :t_in].movedim(1, -2).to(device)
+        pred = rollout(step, context, n_frames).movedim(-2, 1).cpu()
+        truth = chunk[:, t_in:t_in + n_frames]
+        per_frame = relative_l2_per_sample(pred.transpose(0, 1).flatten(0, 1), truth.transpose(0, 1).flatten(0, 1))
+        errors.append(per_frame.reshape(n_frames, -1).T)
+        preds.append(pred)
+    return torch.cat(preds), torch.cat(errors)

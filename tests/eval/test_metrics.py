@@ -1,0 +1,61 @@
+"""Evaluation metrics: relative L2, rollouts and their per-frame errors."""
+
+import math
+
+import pytest
+import torch
+
+from opformer.data.trajectories import load_trajectories
+from opformer.eval.metrics import advance, persistence, relative_l2_per_sample, rollout, rollout_errors
+
+
+def col(values):
+    return torch.tensor(values, dtype=torch.float64)[None, :, None]
+
+
+def frames(*values):
+    """A (1, 1, t, 1) window holding the given frame values."""
+    return torch.tensor(values, dtype=torch.float64).reshape(1, 1, -1, 1)
+
+
+def test_relative_l2_by_hand():
+    pred = torch.cat([col([1, 2, 3, 4]), col([0, 0, 0, 0])])
+    target = torch.cat([col([1, 2, 3, 5]), col([3, 0, 0, 4])])
+    per_sample = relative_l2_per_sample(pred, target)
+    assert per_sample.tolist() == pytest.approx([math.sqrt(1 / 39), 1.0])
+
+
+
+def test_advance_keeps_the_last_t_in_frames():
+    assert advance(frames(0, 1, 2), frames(3)).flatten().tolist() == [1, 2, 3]
+    assert advance(frames(0, 1, 2), frames(3, 4)).flatten().tolist() == [2, 3, 4]
+
+
+
+def test_rollout_feeds_predictions_back_and_truncates_the_last_call():
+    def step(context):  # the next two frames: last + 1, last + 2
+        last = context[..., -1:, :]
+        return torch.cat([last + 1, last + 2], dim=-2)
+
+    assert rollout(step, frames(0, 1), 5).flatten().tolist() == [2, 3, 4, 5, 6]
+
+
+
+def test_exact_step_gives_zero_rollout_error_and_given_frames_are_not_counted(heat_file):
+    data = load_trajectories(heat_file, "all", n_train=0, n_val=0, n_test=0)
+    dt, nu = float(data.times[1] - data.times[0]), 0.02
+    k = torch.fft.fftfreq(16, 1 / 16)
+    decay = torch.exp(-nu * (2 * math.pi) ** 2 * (k[:, None] ** 2 + k[None, :] ** 2) * dt)
+
+    def exact(context):  # the heat equation's exact one-step propagator applied to the last frame
+        last = context[..., -1, 0].double()
+        new = torch.fft.ifft2(torch.fft.fft2(last) * decay).real
+        return new[..., None, None].to(context.dtype)
+
+    preds, errors = rollout_errors(exact, data.fields, t_in=3, n_frames=9, batch_size=4, device=torch.device("cpu"))
+    assert preds.shape == (10, 9, 16, 16, 1) and errors.shape == (10, 9)
+    assert errors.max() < 1e-5
+    _, none_given = rollout_errors(persistence, data.fields, 3, 9, 4, torch.device("cpu"))
+    # persistence: the first predicted frame is frame 2 again, so its error is that of one decay step
+    one_step = relative_l2_per_sample(data.fields[:, 2], data.fields[:, 3])
+    torch.testing.assert_close(none_given[:, 0], one_step)

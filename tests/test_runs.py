@@ -1,0 +1,38 @@
+"""The run directory: what is written, what is read back, and the errors for what is missing."""
+
+import pytest
+
+from opformer.config import config_from_dict
+from opformer.errors import CheckpointError
+from opformer.runs import (load_run_config, metrics_csv, run_checkpoint, write_metrics, write_run_config,
+                           write_summary)
+
+
+def test_metrics_csv_has_a_header_and_one_row_per_epoch():
+    history = [{"epoch": 1, "train_loss": 0.5, "val_relative_l2": 0.25}, {"epoch": 2, "train_loss": 0.125,
+                                                                       "val_relative_l2": 0.0625}]
+    assert metrics_csv(history).splitlines() == ["epoch,train_loss,val_relative_l2", "1,0.5,0.25", "2,0.125,0.0625"]
+    assert metrics_csv([]) == ""
+
+
+def test_config_metrics_and_summary_round_trip(tmp_path):
+    config = config_from_dict({"model": {"name": "fno1d", "width": 8}, "data": {"path": "x.h5", "n_train": 7},
+                               "seed": 3})
+    write_run_config(tmp_path, config)
+    write_metrics(tmp_path, [{"epoch": 1, "seconds": 2.0}])
+    write_summary(tmp_path, {"epochs": 1})
+    assert load_run_config(tmp_path) == config
+    assert (tmp_path / "metrics.csv").read_text().splitlines() == ["epoch,seconds", "1,2.0"]
+    assert (tmp_path / "summary.json").read_text() == '{\n  "epochs": 1\n}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "metrics.csv", "summary.json"]
+
+
+def test_missing_run_pieces_are_one_line_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="no config.yaml \\(not a run directory\\)"):
+        load_run_config(tmp_path)
+    with pytest.raises(CheckpointError, match="no such run directory"):
+        run_checkpoint(tmp_path / "absent")
+    with pytest.raises(CheckpointError, match="holds no last.pt"):
+        run_checkpoint(tmp_path, "last")
+    (tmp_path / "best.pt").write_bytes(b"")
+    assert run_checkpoint(tmp_path) == tmp_path / "best.pt"
