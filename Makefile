@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
 TORCH := torch==2.13.0
 
-.PHONY: demo test bench-burgers clean
+.PHONY: demo test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

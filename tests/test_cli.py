@@ -47,7 +47,7 @@ def test_version_and_help(capsys):
 
 def test_evaluate_prints_a_table_and_writes_json(capsys, trained_run, tmp_path):
     run, data, _ = trained_run
-    code, out, _ = run_cli(capsys, "evaluate", run, "--data", data, "--resolution", "32,64",
+    code, out, _ = run_cli(capsys, "evaluate", run, "--data", data, "--resolutions", "32,64",
                            "--json", tmp_path / "e.json")
     assert code == 0
     assert "trained here" in out and "zero-shot" in out

@@ -20,7 +20,7 @@ EXAMPLES = {
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
              "  opformer train --resume runs/gt",
-    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolution 512,2048,8192 --json gt.json",
+    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json",
     "plot": "opformer plot runs/gt --data data/burgers.h5",
     "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
     "quickstart": "opformer quickstart --out runs/quickstart",
@@ -37,9 +37,9 @@ def _parse_resolutions(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ConfigError(f"--resolution {text!r}: expected comma-separated integers, e.g. 512,2048") from None
+        raise ConfigError(f"--resolutions {text!r}: expected comma-separated integers, e.g. 512,2048") from None
     if not values or min(values) < 2:
-        raise ConfigError(f"--resolution {text!r}: expected grid sizes of at least 2 points")
+        raise ConfigError(f"--resolutions {text!r}: expected grid sizes of at least 2 points")
     return values
 
 
@@ -106,7 +106,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from opformer.eval.evaluate import evaluate_run, format_table
     from opformer.io import write_atomic
 
-    rows = evaluate_run(args.run, args.data, _parse_resolutions(args.resolution), split=args.split,
+    rows = evaluate_run(args.run, args.data, _parse_resolutions(args.resolutions), split=args.split,
                         device=args.device)
     print(format_table(rows, f"{args.run} on {args.data} ({args.split} split)"))
     if args.json:
@@ -239,11 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")
     p.add_argument("run", help="run directory")
     p.add_argument("--data", required=True, help="HDF5 data file")
-    p.add_argument("--resolution", required=True, help="comma-separated grid sizes, e.g. 512,2048,8192")
+    p.add_argument("--resolutions", "--resolution", dest="resolutions", required=True,
+                   help="comma-separated grid sizes, e.g. 512,2048,8192 (--resolution is the same option)")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="samples to use (run's splits; 'all' for a separate file); default test")
     p.add_argument("--json", help="also write the results to this JSON file")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA if available; default)")
     p.set_defaults(func=cmd_evaluate)
 
     p = add("plot", "Loss curves and predicted vs true solutions as PNG files.")
@@ -257,8 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory")
     p.add_argument("--input", required=True, help="HDF5 data file with inputs")
     p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=32, help="inputs per model call (default 32)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA if available; default)")
     p.set_defaults(func=cmd_predict)
 
     p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot.")

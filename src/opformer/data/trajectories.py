@@ -1,7 +1,7 @@
 """Trajectory data sets: splits of stored trajectories, and windows of context frames -> future frames.
 
 Stored frames are ``(sample, time, *spatial, channels)``; a window handed to a model is channel-last with
-time before the channels, ``(batch, *spatial, time, channels)`` (architecture.md).
+time before the channels, ``(batch, *spatial, time, channels)`` (docs/layout.md, conventions).
 """
 
 from __future__ import annotations
