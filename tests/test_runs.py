@@ -36,3 +36,28 @@ def test_missing_run_pieces_are_one_line_errors(tmp_path):
         run_checkpoint(tmp_path, "last")
     (tmp_path / "best.pt").write_bytes(b"")
     assert run_checkpoint(tmp_path) == tmp_path / "best.pt"
+
+
+def test_a_checkpoint_with_flipped_bytes_is_refused_and_an_intact_one_loads(tmp_path, toy_file, tiny_config):
+    import torch
+
+    from opformer.runs import load_checkpoint
+    from opformer.train.trainer import train
+
+    train(config_from_dict(tiny_config(toy_file, epochs=1)), tmp_path / "run")
+    path = tmp_path / "run" / "last.pt"
+    payload = load_checkpoint(path)
+    weight = next(v for v in payload["state_dict"].values() if v.numel() >= 64)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(weight.reshape(-1)[:16].numpy().tobytes())  # the tensor's bytes lie uncompressed in the file
+    assert at > 0
+    raw[at:at + 16] = bytes(b ^ 0xFF for b in raw[at:at + 16])
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"corrupt\.pt: corrupt \(its checksum does not match its contents\)"):
+        load_checkpoint(corrupt)
+    # a checkpoint written before checksums existed (no entry) still loads
+    legacy = torch.load(path, weights_only=True)
+    del legacy["checksum"]
+    torch.save(legacy, tmp_path / "legacy.pt")
+    assert load_checkpoint(tmp_path / "legacy.pt")["epoch"] == 0

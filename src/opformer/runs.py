@@ -9,15 +9,20 @@
     RUN/summary.json   epochs, best epoch and validation error, parameters, time
     RUN/tensorboard/   scalars, if the optional tensorboard package is installed
 
-Checkpoints are written atomically and loaded with ``torch.load(weights_only=True)`` (no code unpickled).
+Checkpoints are written atomically and loaded with ``torch.load(weights_only=True)`` (no code unpickled); each
+carries a SHA-256 checksum of everything it holds (tensor bytes included), verified on load, so a flipped bit
+is an error instead of a silently different model. Checkpoints written before checksums load unverified.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +72,40 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
 
 
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the run directory (created if absent) while training writes it.
+
+    A second writer is refused with a one-line error. The lock is the kernel's ``flock`` on the folder
+    itself: it leaves no file behind and dies with its process, so a killed run never leaves a stale lock.
+    Where ``fcntl`` does not exist (Windows) the run is not locked.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckpointError(f"{run_dir}: another opformer process is writing this run; wait for it or "
+                                  "choose another folder") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def check_fresh(run_dir: Path) -> None:
+    """A new run goes into an absent or empty folder, never over a run or other files."""
+    if (run_dir / CONFIG).exists():
+        raise CheckpointError(f"{run_dir}: already holds a run; resume it or choose another folder")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        raise CheckpointError(f"{run_dir}: is not empty and holds no run; choose an empty or new folder")
+
+
 def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
     """Path of a run directory's ``best`` or ``last`` checkpoint, with a clear error if absent."""
     run_dir = Path(run_dir)
@@ -76,6 +115,32 @@ def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
     if not path.is_file():
         raise CheckpointError(f"{run_dir}: holds no {which}.pt (did training finish an epoch?)")
     return path
+
+
+def _digest(value: Any, hasher: Any) -> None:
+    """Feed a checkpoint payload into ``hasher`` in a canonical order (dict keys sorted, tensors by bytes)."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().cpu().contiguous().reshape(-1)
+        hasher.update(f"tensor {data.dtype} {tuple(value.shape)};".encode())
+        hasher.update(data.view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        hasher.update(f"dict {len(value)};".encode())
+        for key in sorted(value, key=str):
+            hasher.update(f"{key!r}:".encode())
+            _digest(value[key], hasher)
+    elif isinstance(value, (list, tuple)):
+        hasher.update(f"{type(value).__name__} {len(value)};".encode())
+        for item in value:
+            _digest(item, hasher)
+    else:
+        hasher.update(f"{type(value).__name__} {value!r};".encode())
+
+
+def checksum(payload: dict[str, Any]) -> str:
+    """SHA-256 of a checkpoint payload without its ``checksum`` entry."""
+    hasher = hashlib.sha256()
+    _digest({k: v for k, v in payload.items() if k != "checksum"}, hasher)
+    return hasher.hexdigest()
 
 
 def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config: dict[str, Any],
@@ -97,6 +162,7 @@ def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config
         "state_dict": surrogate.state_dict(),
         "training_state": training_state or {},
     }
+    payload["checksum"] = checksum(payload)
     with atomic_replace(path) as tmp:
         torch.save(payload, tmp)
     return path
@@ -113,8 +179,13 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a readable checkpoint ({exc.__class__.__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: not an opformer checkpoint")
-    for key in ("spec", "run_config", "history"):
-        payload[key] = json.loads(payload[key])
+    if "checksum" in payload and payload["checksum"] != checksum(payload):
+        raise CheckpointError(f"{path}: corrupt (its checksum does not match its contents)")
+    try:
+        for key in ("spec", "run_config", "history"):
+            payload[key] = json.loads(payload[key])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"{path}: corrupt (the entry {key!r} is missing or unreadable)") from None
     return payload
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from opformer.data import store
-from opformer.data.store import read_arrays, read_info, write_operator_dataset
+from opformer.data.store import read_arrays, read_fields, read_info, write_operator_dataset, write_trajectory_dataset
 from opformer.errors import DataError
 
 
@@ -83,3 +83,25 @@ def test_writer_rejects_inconsistent_arrays(tmp_path, toy_writer):
                                domain={"lengths": [1], "periodic": [True]}, seed=0,
                                input_channels=["a"], target_channels=["b"])
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_corrupt_chunk_is_an_error_naming_the_data_set_and_sample(tmp_path):
+    rng = np.random.default_rng(0)
+    path = write_operator_dataset(tmp_path / "d.h5", rng.normal(size=(6, 8, 1)), rng.normal(size=(6, 8, 1)),
+                                  pde={}, solver={}, domain={"lengths": [1.0], "periodic": [True]}, seed=0,
+                                  input_channels=["a"], target_channels=["u"])
+    traj = write_trajectory_dataset(tmp_path / "t.h5", rng.normal(size=(3, 4, 5, 5, 1)), np.arange(4.0), pde={},
+                                    solver={}, domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0,
+                                    channels=["w"])
+    for file, name, coord in ((path, "target", (3, 0, 0)), (traj, "fields", (2, 1, 0, 0, 0))):
+        with h5py.File(file, "r") as f:
+            assert f[name].fletcher32
+            chunk = f[name].id.get_chunk_info_by_coord(coord)
+        raw = bytearray(file.read_bytes())
+        raw[chunk.byte_offset + 2] ^= 0xFF  # one flipped byte inside the stored chunk
+        file.write_bytes(bytes(raw))
+    read_arrays(path, slice(0, 3))  # the samples before the corrupt one read as stored
+    with pytest.raises(DataError, match=r"d\.h5: '/target' is corrupt in sample 3 \(a stored chunk fails its chec"):
+        read_arrays(path, slice(0, 6))
+    with pytest.raises(DataError, match=r"t\.h5: '/fields' is corrupt in sample 2"):
+        read_fields(traj, slice(None))

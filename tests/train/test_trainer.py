@@ -83,6 +83,46 @@ def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, toy_file, tiny_c
         trainer.resume()
 
 
+def test_a_diverged_first_epoch_names_no_checkpoint(tmp_path, toy_file, tiny_config):
+    trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=1)), tmp_path / "run")
+    trainer.task.loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("inf")).mean()
+    with pytest.raises(TrainingDiverged, match=r"\(no checkpoint was written yet\)"):
+        trainer.fit()
+
+
+def test_resume_refuses_another_optimiser_or_schedule(tmp_path, toy_file, tiny_config):
+    run = tmp_path / "run"
+    train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
+    for key, value in (("optim", {"lr": 1e-2}), ("train", {"epochs": 1, "batch_size": 8, "num_threads": 1})):
+        config = tiny_config(toy_file, epochs=1)
+        config[key] = value
+        with pytest.raises(CheckpointError, match=f"last.pt: was trained with {key}"):
+            Trainer(config_from_dict(config), run).resume()
+
+
+def test_one_writer_per_run_and_new_runs_only_in_empty_folders(tmp_path, toy_file, tiny_config):
+    import fcntl
+
+    config = config_from_dict(tiny_config(toy_file, epochs=1))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    fd = os.open(busy, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a training process holds it
+    try:
+        with pytest.raises(CheckpointError, match="busy: another opformer process is writing this run"):
+            train(config, busy)
+    finally:
+        os.close(fd)
+    assert list(busy.iterdir()) == []
+    (tmp_path / "other" / "notes.txt").parent.mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match="other: is not empty and holds no run"):
+        train(config, tmp_path / "other")
+    train(config, busy)
+    with pytest.raises(CheckpointError, match="busy: already holds a run"):
+        train(config, busy)
+
+
 class Exploit:
     def __reduce__(self):
         return (os.system, ("touch pwned",))

@@ -71,7 +71,7 @@ def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[in
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_replace(path) as tmp, h5py.File(tmp, "w") as f:
         for name, array in arrays.items():
-            f.create_dataset(name, data=array, chunks=chunks.get(name))
+            f.create_dataset(name, data=array, chunks=chunks.get(name) or True, fletcher32=True)
         stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
                  "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         for key, value in {**stamp, **attrs}.items():
@@ -232,7 +232,7 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
                 extra={k: v for k, v in attrs.items() if k not in known},
                 **fields,
             )
-    except OSError as exc:
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # h5py's errors for corrupt files
         raise DataError(f"{path}: not a readable HDF5 file ({exc.__class__.__name__})") from None
 
 
@@ -242,12 +242,35 @@ def _check_finite(path: Path, name: str, array: np.ndarray, first_sample: int) -
         raise DataError(f"{path}: '/{name}' holds NaN or Inf (first in sample {first_sample + bad})")
 
 
+def _read(path: Path, f: h5py.File, name: str, samples: slice) -> np.ndarray:
+    """``f[name][samples]``; a chunk whose checksum fails is a :class:`DataError` naming the first bad sample."""
+    dataset = f[name]
+    try:
+        return dataset[samples]
+    except OSError:
+        for index in range(*samples.indices(dataset.shape[0])):
+            try:
+                dataset[index]
+            except OSError:
+                raise DataError(f"{path}: '/{name}' is corrupt in sample {index} (a stored chunk fails its "
+                                "checksum); regenerate or re-copy the file") from None
+        raise DataError(f"{path}: '/{name}' could not be read") from None
+
+
+def _open(path: Path) -> h5py.File:
+    """Open a data file for reading; a file that became unreadable since it was validated is a DataError."""
+    try:
+        return h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"{path}: not a readable HDF5 file ({exc.__class__.__name__})") from None
+
+
 def read_fields(path: str | os.PathLike, samples: slice) -> np.ndarray:
     """Read ``/fields`` ``(sample, time, *spatial, channels)`` of the given samples of a validated trajectory
-    file; raises :class:`DataError` if they hold NaN or Inf."""
+    file; raises :class:`DataError` if they hold NaN or Inf or a chunk is corrupt."""
     path = Path(path)
-    with h5py.File(path, "r") as f:
-        fields = f["fields"][samples]
+    with _open(path) as f:
+        fields = _read(path, f, "fields", samples)
     _check_finite(path, "fields", fields, samples.start or 0)
     return fields
 
@@ -255,12 +278,12 @@ def read_fields(path: str | os.PathLike, samples: slice) -> np.ndarray:
 def read_arrays(path: str | os.PathLike, samples: slice) -> tuple[np.ndarray, np.ndarray | None]:
     """Read ``input``/``target`` (None in an inputs-only file) of the given samples of a validated file.
 
-    Raises :class:`DataError` if the arrays hold NaN or Inf.
+    Raises :class:`DataError` if the arrays hold NaN or Inf or a chunk is corrupt.
     """
     path = Path(path)
-    with h5py.File(path, "r") as f:
-        x = f["input"][samples]
-        y = f["target"][samples] if "target" in f else None
+    with _open(path) as f:
+        x = _read(path, f, "input", samples)
+        y = _read(path, f, "target", samples) if "target" in f else None
     for name, array in (("input", x), ("target", y)):
         if array is not None:
             _check_finite(path, name, array, samples.start or 0)

@@ -15,7 +15,8 @@ from tqdm.auto import tqdm
 from opformer.config import RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_checkpoint, save_checkpoint, write_metrics, write_run_config, write_summary
+from opformer.runs import (check_fresh, load_checkpoint, run_lock, save_checkpoint, write_metrics, write_run_config,
+                           write_summary)
 from opformer.runtime import release_freed_memory, resolve_device, retain_freed_memory
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
@@ -85,6 +86,7 @@ class Trainer:
         payload = load_checkpoint(path)
         if payload["spec"] != self.surrogate.spec:
             raise CheckpointError(f"{path}: was written for another model or data set than {self.run_dir}/config.yaml")
+        self._check_same_recipe(path, payload["run_config"])
         self.surrogate.load_state_dict(payload["state_dict"])
         self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
         use_fused_update(self.optimizer)
@@ -92,6 +94,19 @@ class Trainer:
         self.history = payload["history"]
         self.best_val = payload["best_val"]
         self.start_epoch = payload["epoch"] + 1
+
+    def _check_same_recipe(self, path: Path, stored: dict[str, Any]) -> None:
+        """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's."""
+        current = config_to_dict(self.config)
+        keys = [(section,) for section in ("optim", "schedule", "loss", "seed")]
+        keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip")]
+        for key in keys:
+            now, then = current, stored
+            for part in key:
+                now, then = now.get(part), (then or {}).get(part)
+            if now != then:
+                raise CheckpointError(f"{path}: was trained with {'.'.join(key)} = {then!r}, but "
+                                      f"{self.run_dir}/config.yaml says {now!r}")
 
     def _save(self, name: str, epoch: int, with_state: bool) -> None:
         state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
@@ -108,9 +123,10 @@ class Trainer:
         for step, batch in enumerate(self.task.batches(epoch, generator)):
             loss = self.task.loss(self.surrogate, batch, epoch, generator, self.device)
             if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
-                    f"(last good checkpoint: {self.run_dir / 'last.pt'}); try a lower optim.lr or train.grad_clip")
+                last = self.run_dir / "last.pt"
+                kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written yet"
+                raise TrainingDiverged(f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
+                                       f"({kept}); try a lower optim.lr or train.grad_clip")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if self.config.train.grad_clip:
@@ -177,9 +193,16 @@ def _tensorboard(run_dir: Path) -> Any:
 
 
 def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> dict[str, Any]:
-    """Train (or resume) a run; returns its summary."""
-    trainer = Trainer(config, run_dir)
-    if resume:
-        trainer.resume()
-    return trainer.fit()
+    """Train (or resume) a run; returns its summary. The run directory is locked against a second writer, and a
+    new run never goes into a folder that already holds files."""
+    run_dir = Path(run_dir)
+    if not resume:
+        check_fresh(run_dir)
+    trainer = Trainer(config, run_dir)  # checks the config against the data; writes nothing
+    with run_lock(run_dir):
+        if resume:
+            trainer.resume()
+        else:
+            check_fresh(run_dir)  # again under the lock: another process may have started between the checks
+        return trainer.fit()
 
