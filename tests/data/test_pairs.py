@@ -44,9 +44,24 @@ def test_pointwise_normaliser_round_trip_and_striding():
     torch.testing.assert_close(z.mean(0), torch.zeros(16, 2), atol=1e-5, rtol=0)
     torch.testing.assert_close(norm.decode(z), data)
     coarse = data[:, ::4]
-    torch.testing.assert_close(norm.encode(coarse), z[:, ::4])
-    with pytest.raises(DataError, match="resolution 5 is not a strided sub-sample"):
-        norm.encode(torch.zeros(1, 5, 2))
+    torch.testing.assert_close(norm.encode(coarse), z[:, ::4], rtol=0, atol=0)  # strided: the very statistics
+    with pytest.raises(DataError, match="normaliser: fitted on 1D data, got 2D"):
+        norm.encode(torch.zeros(1, 4, 4, 2))
+
+
+def test_pointwise_statistics_are_interpolated_to_any_grid_of_the_domain():
+    # closed axis: 5 stored nodes at x = 0, 1/4, ..., 1; statistics linear in x stay linear on 9 or 3 nodes
+    closed = UnitGaussianNormalizer("pointwise", (5,), 1, (False,))
+    closed.mean.copy_(torch.linspace(0, 4, 5)[:, None])
+    closed.std.copy_(torch.linspace(1, 2, 5)[:, None])
+    fine = torch.linspace(0, 4, 9)[:, None]
+    torch.testing.assert_close(closed.decode(torch.zeros(1, 9, 1))[0], fine)
+    torch.testing.assert_close(closed.decode(torch.ones(1, 3, 1))[0], torch.tensor([[0.0], [2.0], [4.0]])
+                               + torch.tensor([[1.0], [1.5], [2.0]]) + closed.eps)
+    # periodic axis: 4 cells, the point between the last stored one and the first wraps around
+    periodic = UnitGaussianNormalizer("pointwise", (4,), 1, (True,))
+    periodic.mean.copy_(torch.tensor([[0.0], [2.0], [4.0], [6.0]]))
+    assert periodic.decode(torch.zeros(1, 8, 1))[0, :, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 3]
 
 
 def test_channel_normaliser_uses_one_statistic_per_channel():

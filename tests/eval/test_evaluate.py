@@ -2,12 +2,11 @@ from opformer.eval.evaluate import format_table, scaled_batch_size
 
 
 def test_evaluation_batches_shrink_with_the_grid():
-    cfg = {"data": {"resolution": 512}, "train": {"eval_batch_size": 32}}
-    assert scaled_batch_size(cfg, (512,)) == 32
-    assert scaled_batch_size(cfg, (256,)) == 32
-    assert scaled_batch_size(cfg, (2048,)) == 8
-    assert scaled_batch_size(cfg, (8192,)) == 2
-    assert scaled_batch_size({"data": {"resolution": 43}, "train": {"eval_batch_size": 4}}, (211, 211)) == 1
+    assert scaled_batch_size(32, 512, (512,)) == 32
+    assert scaled_batch_size(32, 512, (256,)) == 32
+    assert scaled_batch_size(32, 512, (2048,)) == 8
+    assert scaled_batch_size(32, 512, (8192,)) == 2
+    assert scaled_batch_size(4, 43, (211, 211)) == 1
 
 
 def test_table_marks_zero_shot_rows():

@@ -78,3 +78,16 @@ def test_plot_writes_2d_prediction_maps(tmp_path, darcy_file, darcy_config):
     paths = plot_run(run, out_dir=tmp_path / "plots", samples=2)
     assert [p.name for p in paths] == ["losses.png", "predictions.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in paths)
+
+
+def test_a_pointwise_normalised_run_is_evaluated_zero_shot_on_a_finer_file(tmp_path, darcy_config, darcy_writer):
+    coarse = darcy_writer(tmp_path / "coarse.h5", n=9)
+    fine = darcy_writer(tmp_path / "fine.h5", n=17)  # the same fields (same seed) on a grid twice as fine
+    config = darcy_config(coarse, epochs=2)
+    config["data"]["resolution"] = None
+    config["model"]["coarse_size"] = 5
+    run = tmp_path / "run"
+    train(config_from_dict(config), run)
+    at9, at17 = (evaluate_run(run, path, [None], split="all")[0] for path in (coarse, fine))
+    assert (at9["resolution"], at17["resolution"], at17["trained_at"]) == (9, 17, 9)
+    assert at17["relative_l2"] < 1.5 * at9["relative_l2"], (at9, at17)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from opformer.grids import stride_for
 from opformer.errors import DataError
 
 
 class UnitGaussianNormalizer(nn.Module):
     """``encode(x) = (x - mean) / (std + eps)``, fitted on training data.
 
-    ``mode="pointwise"`` keeps one mean/std per grid point and channel, fitted on the stored (finest) grid;
-    a coarser grid that is a strided sub-sample of it uses the strided statistics.
+    ``mode="pointwise"`` keeps one mean/std per grid point and channel, fitted on the stored grid; on any
+    other grid of the same domain the statistics are interpolated linearly along each axis (periodic axes
+    wrap around, closed axes hold both ends), which on a strided sub-grid is exactly the strided statistics:
+    a model trained on one grid is evaluated zero-shot on a coarser or finer one.
     ``mode="channel"`` keeps one mean/std per channel (any grid). ``mode="none"`` is the identity.
     """
 
@@ -42,9 +43,12 @@ class UnitGaussianNormalizer(nn.Module):
         if self.mode != "pointwise":
             return self.mean, self.std
         spatial = tuple(x.shape[1:-1])
-        index = tuple(slice(None, None, stride_for(n, m, p, "normaliser"))
-                      for n, m, p in zip(self.mean.shape[:-1], spatial, self.periodic))
-        return self.mean[index], self.std[index]
+        if len(spatial) != len(self.periodic):
+            raise DataError(f"normaliser: fitted on {len(self.periodic)}D data, got {len(spatial)}D")
+        mean, std = self.mean, self.std
+        for axis, (m, periodic) in enumerate(zip(spatial, self.periodic)):
+            mean, std = (resample_axis(s, axis, m, periodic) for s in (mean, std))
+        return mean, std
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise ``x`` (``(batch, *spatial, channels)``)."""
@@ -59,3 +63,26 @@ class UnitGaussianNormalizer(nn.Module):
             return x
         mean, std = self._stats(x)
         return x * (std + self.eps) + mean
+
+
+def resample_axis(values: torch.Tensor, axis: int, size: int, periodic: bool) -> torch.Tensor:
+    """Linear interpolation of grid values along ``axis`` to ``size`` points of the same domain.
+
+    Periodic axes hold the left ends of ``n`` equal cells (point ``j`` of ``m`` at ``j n / m`` stored points,
+    wrapping around); closed axes hold both ends (point ``j`` at ``j (n - 1) / (m - 1)``). Positions are found
+    in integer arithmetic, so a strided sub-grid gets the stored values exactly.
+    """
+    n = values.shape[axis]
+    if size == n:
+        return values
+    if size < (1 if periodic else 2):
+        raise DataError(f"normaliser: cannot resample {n} points to {size}")
+    j = torch.arange(size, device=values.device)
+    numerator, denominator = (j * n, size) if periodic else (j * (n - 1), size - 1)
+    left = numerator // denominator
+    weight = (numerator % denominator).to(values.dtype) / denominator
+    right = (left + 1) % n if periodic else (left + 1).clamp(max=n - 1)
+    shape = [1] * values.dim()
+    shape[axis] = size
+    weight = weight.reshape(shape)
+    return values.index_select(axis, left) * (1 - weight) + values.index_select(axis, right) * weight

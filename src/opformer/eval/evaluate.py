@@ -33,15 +33,19 @@ def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
             f"{data['target_channels']}")
 
 
-def scaled_batch_size(run_config: dict[str, Any], resolution: tuple[int, ...]) -> int:
+def trained_resolution(surrogate: Surrogate, run_config: dict[str, Any]) -> int:
+    """Grid points per axis the run trained at: its ``data.resolution``, or else its data file's stored grid."""
+    return run_config["data"]["resolution"] or surrogate.spec["data"]["stored_shape"][0]
+
+
+def scaled_batch_size(eval_batch_size: int, trained: int, resolution: tuple[int, ...]) -> int:
     """The run's evaluation batch size, shrunk in proportion to the grid points beyond the training grid.
 
     Keeps the memory of an evaluation at a finer grid near that at the training grid (a fourier-type
     attention at n = 8192 holds a ``batch x n x n`` matrix per layer).
     """
-    trained = run_config["data"]["resolution"] or resolution[0]
     ratio = (resolution[0] / trained) ** len(resolution)
-    return max(1, int(run_config["train"]["eval_batch_size"] / max(ratio, 1.0)))
+    return max(1, int(eval_batch_size / max(ratio, 1.0)))
 
 
 def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
@@ -65,11 +69,13 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     for resolution in resolutions:
         data = load_split(data_path, split, resolution=resolution, **split_options(cfg["data"]))
         check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
-        errors = split_errors(surrogate, data, batch_size or scaled_batch_size(cfg, data.resolution), dev,
+        trained = trained_resolution(surrogate, cfg)
+        batch = batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained, data.resolution)
+        errors = split_errors(surrogate, data, batch, dev,
                               noise_level=noise_level, seed=cfg["seed"] + NOISE_SEED_OFFSETS[split])
         rows.append({
             "resolution": data.resolution[0],
-            "trained_at": cfg["data"]["resolution"] or data.info.spatial_shape[0],
+            "trained_at": trained,
             "samples": len(data),
             "relative_l2": float(errors.mean()),
             "relative_l2_std": float(errors.std()) if len(errors) > 1 else 0.0,
@@ -94,13 +100,15 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
                              time_stride=rollout.get("time_stride", 1))
     check_compatible(surrogate, data.info, source)
     frames = rollout.get("eval_frames") or data.n_times - t_in
+    trained = trained_resolution(surrogate, cfg)
     data.check_window(t_in, frames, "rollout")
     preds, errors = rollout_errors(step or surrogate.eval(), data.fields, t_in, frames,
-                                   batch_size or scaled_batch_size(cfg, data.resolution), device)
+                                   batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained,
+                                                                   data.resolution), device)
     per_frame = errors.mean(dim=0)
     row = {
         "resolution": data.resolution[0],
-        "trained_at": cfg["data"]["resolution"] or data.info.spatial_shape[0],
+        "trained_at": trained,
         "samples": len(data),
         "relative_l2": float(errors.mean()),
         "relative_l2_std": float(errors.mean(dim=1).std()) if len(data) > 1 else 0.0,
