@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-import opformer.data.generate as generate
 from opformer.cli import main
 from opformer.grids import stride_for
 from opformer.data.store import read_arrays, read_info
@@ -39,19 +38,6 @@ def test_generate_darcy_writes_a_self_describing_file(capsys, tmp_path):
     assert set(np.unique(a).tolist()) == {3.0, 12.0}
     assert np.all(u[:, 0] == 0) and np.all(u[:, :, -1] == 0) and u[:, 1:-1, 1:-1].min() > 0
     assert stride_for(13, 7, periodic=False) == 2  # closed grid: (13 - 1) / 2 + 1 nodes
-
-
-@pytest.mark.parametrize("pde, expected", [("darcy", 421), ("burgers", 8192)])
-def test_default_resolution_depends_on_the_pde(capsys, tmp_path, monkeypatch, pde, expected):
-    seen = {}
-
-    def fake(out, samples, resolution, **kwargs):
-        seen["resolution"] = resolution
-        return out
-
-    monkeypatch.setattr(generate, f"generate_{pde}_file", fake)
-    code, _, _ = run_cli(capsys, "generate", pde, "--samples", 1, "--out", tmp_path / "x.h5")
-    assert code == 0 and seen["resolution"] == expected
 
 
 @pytest.mark.parametrize("argv, needle", [

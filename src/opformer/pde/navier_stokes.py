@@ -205,7 +205,7 @@ def fno_forcing(n: int) -> np.ndarray:
 
 def generate_fno_nu(
     samples: int,
-    nu: float,
+    nu: float = 1e-3,
     resolution: int = 64,
     t_final: float = 50.0,
     frame_dt: float = 1.0,
