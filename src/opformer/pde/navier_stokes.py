@@ -7,6 +7,8 @@ modes ``|m_x|, |m_y| <= K = (N - 1) // 3`` of ``rfft2``, so quadratic products a
 time-stepped with ETDRK4: viscosity and drag (diagonal, stiff) are integrated exactly, advection
 and the steady forcing explicitly.  Batched over samples.  Data enter and leave as point values on a
 *storage grid*.  Also the FNO-nu preset (Kolmogorov flow: ``opformer.pde.kolmogorov``); docs/solvers.md.
+The pieces the other pseudo-spectral presets share live here too: spectra on grids, ``etdrk4_frames`` (the
+chunked frame march, also of ``navier_stokes3d``), ``frame_times`` and ``solve_samples`` (seeded blocks of samples).
 """
 
 from __future__ import annotations
