@@ -29,10 +29,6 @@ EXAMPLES = {
              "  opformer bench --solver burgers --resolutions 512,2048 --mode forward",
 }
 
-#: ``opformer generate``'s default ``--resolution`` per PDE.
-DEFAULT_RESOLUTION = {"burgers": 8192, "darcy": 421, "navier-stokes": 64, "kolmogorov": 64, "turbulence3d": 32}
-
-
 def _parse_resolutions(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -50,31 +46,13 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from opformer.data.generate import TRAJECTORY_PRESETS, generate_burgers_file, generate_darcy_file, \
-        generate_trajectory_file
+    from opformer.data.generate import generate_file
+    from opformer.pde.registry import FLAGS, lookup
 
-    resolution = DEFAULT_RESOLUTION[args.pde] if args.resolution is None else args.resolution
-    if args.pde not in TRAJECTORY_PRESETS:
-        for flag, value in (("--t-final", args.t_final), ("--nu", args.nu), ("--solve-resolution", args.solve_resolution)):
-            if value is not None:
-                raise ConfigError(f"{flag}: only used by the time-dependent PDEs ({', '.join(TRAJECTORY_PRESETS)})")
-    if args.pde in TRAJECTORY_PRESETS:
-        if args.workers is not None:
-            raise ConfigError(f"--workers: only used by darcy ({args.pde} solves batches on 2 threads)")
-        with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
-            path = generate_trajectory_file(args.pde, args.out, args.samples, resolution=resolution, seed=args.seed,
-                                            t_final=args.t_final, nu=args.nu,
-                                            solve_resolution=args.solve_resolution, progress=bar.update)
-    elif args.pde == "darcy":
-        with _progress_bar(args.samples, f"darcy n={resolution}") as bar:
-            path = generate_darcy_file(args.out, args.samples, resolution=resolution, seed=args.seed,
-                                       workers=args.workers, progress=bar.update)
-    else:
-        if args.workers is not None:
-            raise ConfigError("--workers: only used by darcy (burgers runs on 2 threads)")
-        with _progress_bar(args.samples, f"burgers n={resolution}") as bar:
-            path = generate_burgers_file(args.out, args.samples, resolution=resolution,
-                                         viscosity=args.viscosity, seed=args.seed, progress=bar.update)
+    flags = {name: getattr(args, name) for name in FLAGS}
+    resolution = lookup(args.pde).defaults["resolution"] if args.resolution is None else args.resolution
+    with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
+        path = generate_file(args.pde, args.out, args.samples, seed=args.seed, progress=bar.update, **flags)
     print(f"wrote {args.samples} samples to {path}")
     return 0
 
@@ -208,24 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, epilog="example:\n  " + EXAMPLES[name],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
+    from opformer.pde.registry import FLAGS, PDES, dashed, flag_help
+
     p = add("generate", "Generate a data set with a built-in numerical solver.")
-    p.add_argument("pde", choices=sorted(DEFAULT_RESOLUTION), help="which PDE")
+    p.add_argument("pde", choices=sorted(PDES), help="which PDE: " + "; ".join(
+        f"{name}, {pde.summary}" for name, pde in PDES.items()))
     p.add_argument("--samples", type=int, required=True, help="number of samples")
-    p.add_argument("--resolution", type=int, default=None,
-                   help="stored grid points per axis (default 8192 burgers, 421 darcy, 64 navier-stokes and "
-                        "kolmogorov, 32 turbulence3d)")
     p.add_argument("--out", required=True, help="HDF5 file to write")
-    p.add_argument("--viscosity", type=float, default=0.1 / (2 * 3.141592653589793),
-                   help="Burgers viscosity (default 0.1/(2 pi))")
     p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
-    p.add_argument("--workers", type=int, default=None,
-                   help="darcy: worker processes (default: the available cores)")
-    p.add_argument("--nu", type=float, default=None, help="navier-stokes: viscosity (default 1e-3)")
-    p.add_argument("--t-final", type=float, default=None,
-                   help="time-dependent PDEs: last stored time (default 50 navier-stokes, 10 kolmogorov, 1 turbulence3d)")
-    p.add_argument("--solve-resolution", type=int, default=None,
-                   help="navier-stokes, kolmogorov: the solver's grid, a multiple of --resolution (default: the "
-                        "storage grid for nu >= 1e-3, else 256; kolmogorov 256, with dt scaled to keep the CFL number)")
+    for name, flag in FLAGS.items():
+        p.add_argument(dashed(name), type=flag.type, default=None, help=flag_help(name))
     p.set_defaults(func=cmd_generate)
 
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")

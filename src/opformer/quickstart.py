@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from opformer.config import config_from_dict
-from opformer.data.generate import generate_burgers_file
+from opformer.data.generate import generate_file
 from opformer.eval.evaluate import evaluate_run, format_table
 from opformer.eval.report import plot_run
 from opformer.models.registry import preset
@@ -41,7 +41,7 @@ def quickstart(out: str | os.PathLike = "runs/quickstart") -> list[dict]:
     start = time.perf_counter()
     if not data.is_file():
         print(f"[1/4] generating {sum(SAMPLES.values())} Burgers samples at n = {STORED} -> {data}")
-        generate_burgers_file(data, sum(SAMPLES.values()), resolution=STORED, seed=0)
+        generate_file("burgers", data, sum(SAMPLES.values()), resolution=STORED, seed=0)
     run = out / "gt"
     config = config_from_dict(quickstart_config(str(data)))
     resume = (run / "config.yaml").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opformer.data.generate import generate_trajectory_file
+from opformer.data.generate import generate_file
 from opformer.data.parts import SampleParts
 from opformer.data.store import read_fields, read_info
 from opformer.pde.navier_stokes import generate_fno_nu
@@ -18,7 +18,7 @@ class Interrupt(Exception):
 
 
 def test_chunked_generation_equals_one_call_and_cleans_up(tmp_path):
-    path = generate_trajectory_file(out=tmp_path / "ns.h5", chunk=2, **ARGS)
+    path = generate_file(out=tmp_path / "ns.h5", chunk=2, **ARGS)
     whole, settings = generate_fno_nu(5, 1e-3, resolution=16, t_final=2.0)
     assert np.array_equal(read_fields(path, slice(None)), whole)
     assert list(read_info(path).times) == settings["pde"]["times"]
@@ -35,14 +35,14 @@ def test_interrupted_generation_resumes_from_its_chunks(tmp_path):
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        generate_trajectory_file(out=out, chunk=2, progress=stop_after_two_chunks, **ARGS)
+        generate_file(out=out, chunk=2, progress=stop_after_two_chunks, **ARGS)
     assert not out.exists()
     folder = tmp_path / ".ns.h5.parts"
     assert sorted(p.name for p in folder.glob("*.npy")) == ["00000000.npy"]  # the 2nd chunk was not saved
     first_chunk = np.load(folder / "00000000.npy")
 
     solved = []
-    path = generate_trajectory_file(out=out, chunk=2, progress=solved.append, **ARGS)
+    path = generate_file(out=out, chunk=2, progress=solved.append, **ARGS)
     assert solved == [2, 2, 1]  # the stored chunk is reported, then the rest solved
     fields = read_fields(path, slice(None))
     assert np.array_equal(fields[:2], first_chunk)

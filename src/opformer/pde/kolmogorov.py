@@ -12,7 +12,14 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
-from opformer.pde.navier_stokes import check_positive, check_resolution, solve_navier_stokes_2d, solver_settings
+from opformer.pde.navier_stokes import (
+    check_positive,
+    check_resolution,
+    frame_times,
+    solve_navier_stokes_2d,
+    solve_samples,
+    solver_settings,
+)
 
 LENGTH = 2.0 * np.pi
 #: Random initial vorticity before the spin-up: N(0, sigma^2 (-Laplacian + 16 I)^-2.5), mean removed
@@ -60,39 +67,33 @@ def generate_kolmogorov(
     ``KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution`` (the same CFL number).
     Returns the array and the settings ``{"pde", "solver"}``.
     """
-    check_positive("samples", samples)
-    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_resolution("solve_resolution", solve_resolution)
     if dt is None:
         dt = KOLMOGOROV_DT * KOLMOGOROV_SOLVE_RESOLUTION / solve_resolution
     check_positive("reynolds", reynolds)
     check_positive("spinup", spinup, allow_zero=True)
-    check_positive("t_final", t_final)
-    check_positive("frame_dt", frame_dt)
+    times = frame_times(t_final, frame_dt)
     if solve_resolution % resolution:
         raise ConfigError(
             f"solve_resolution={solve_resolution} is invalid: expected a multiple of resolution={resolution}"
         )
     nu = 1.0 / reynolds
-    times = np.arange(int(round(t_final / frame_dt)) + 1) * frame_dt
     eigenvalues = grf_eigenvalues((solve_resolution,) * 2, length=LENGTH, **KOLMOGOROV_GRF)
-    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
     forcing = kolmogorov_forcing(solve_resolution)
-    out = np.empty((samples, len(times), resolution, resolution, 1), dtype=np.float32)
-    block_size = batch_size * max(1, workers)
-    for start in range(0, samples, block_size):
-        block = seeds[start : start + block_size]
-        noise = np.stack([np.random.default_rng(s).standard_normal((solve_resolution,) * 2) for s in block])
-        common = dict(nu=nu, dt=dt, forcing=forcing, drag=drag, length=LENGTH, batch_size=batch_size, workers=workers)
+    common = dict(nu=nu, dt=dt, forcing=forcing, drag=drag, length=LENGTH, batch_size=batch_size, workers=workers)
+    stride = solve_resolution // resolution
+
+    def solve_block(seeds: list[np.random.SeedSequence]) -> np.ndarray:
+        noise = np.stack([np.random.default_rng(s).standard_normal((solve_resolution,) * 2) for s in seeds])
         w = color_noise(noise, eigenvalues)
         if spinup > 0:
             w = solve_navier_stokes_2d(w, times=[spinup], **common)[0][:, -1]
         frames, _ = solve_navier_stokes_2d(w, times=times, **common)
-        stride = solve_resolution // resolution
-        out[start : start + len(block), ..., 0] = frames[..., ::stride, ::stride]
-        if progress is not None:
-            progress(len(block))
+        return frames[..., ::stride, ::stride, None]
+
+    out = solve_samples(samples, seed, first, batch_size * max(1, workers), (len(times), resolution, resolution, 1),
+                        solve_block, progress)
     settings = {
         "pde": {
             "name": "kolmogorov_flow",

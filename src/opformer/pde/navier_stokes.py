@@ -7,6 +7,8 @@ modes ``|m_x|, |m_y| <= K = (N - 1) // 3`` of ``rfft2``, so quadratic products a
 time-stepped with ETDRK4: viscosity and drag (diagonal, stiff) are integrated exactly, advection
 and the steady forcing explicitly.  Batched over samples.  Data enter and leave as point values on a
 *storage grid*.  Also the FNO-nu preset (Kolmogorov flow: ``opformer.pde.kolmogorov``); docs/solvers.md.
+The pieces the other pseudo-spectral presets share live here too: spectra on grids, ``etdrk4_frames`` (the
+chunked frame march, also of ``navier_stokes3d``), ``frame_times`` and ``solve_samples`` (seeded blocks of samples).
 """
 
 from __future__ import annotations
@@ -131,6 +133,61 @@ def etdrk4_march(c: np.ndarray, n_steps: int, coefficients: tuple[np.ndarray, ..
     return c
 
 
+def etdrk4_frames(initial: np.ndarray, times: np.ndarray, dt: float, linear: np.ndarray,
+                  nonlinear: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                  spectrum: Callable[[np.ndarray], np.ndarray], grid: Callable[[np.ndarray], np.ndarray],
+                  n_solve: int, length: float, batch_size: int, workers: int) -> np.ndarray:
+    """Frames ``(batch, len(times), *initial.shape[1:])`` (float64) of the ETDRK4 march from point values ``initial``.
+
+    ``spectrum`` maps a chunk of point values to its spectral state and ``grid`` a state to a frame; ``linear``
+    is the diagonal linear operator and ``nonlinear`` as in :func:`etdrk4_march` (CFL per speed
+    ``h n_solve / length``). Each frame interval is split into equal steps ``<= dt``. Chunks of ``batch_size``
+    samples are solved by ``workers`` threads; results do not depend on either.
+    """
+    steps = frame_steps(times, dt)
+    coefficients = {h: etdrk4_coefficients(linear, h) for _, h in steps if h > 0}
+
+    def solve(chunk: np.ndarray) -> np.ndarray:
+        c = spectrum(chunk)
+        frames = np.empty((len(chunk), len(times), *chunk.shape[1:]))
+        for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
+            if n_steps:
+                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n_solve / length, dt, t)
+            frames[:, index] = grid(c)
+        return frames
+
+    chunks = [initial[i : i + batch_size] for i in range(0, len(initial), batch_size)]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return np.concatenate(list(pool.map(solve, chunks)))
+
+
+def frame_times(t_final: float, frame_dt: float) -> np.ndarray:
+    """The stored frame times ``0, frame_dt, ...`` up to ``t_final`` (``t_final / frame_dt`` rounded)."""
+    check_positive("t_final", t_final)
+    check_positive("frame_dt", frame_dt)
+    return np.arange(int(round(t_final / frame_dt)) + 1) * frame_dt
+
+
+def solve_samples(samples: int, seed: int, first: int, block_size: int, shape: tuple[int, ...],
+                  solve_block: Callable[[list[np.random.SeedSequence]], np.ndarray],
+                  progress: Callable[[int], None] | None) -> np.ndarray:
+    """``(samples, *shape)`` float32: ``solve_block(seeds)`` for blocks of ``block_size`` samples.
+
+    Sample ``i`` gets ``SeedSequence(seed).spawn(first + samples)[first + i]`` (``first`` skips to a later part of
+    the same stream, so a chunked run gives the same samples); ``progress`` is called after each block.
+    """
+    check_positive("samples", samples)
+    check_positive("first", first, allow_zero=True)
+    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
+    out = np.empty((samples, *shape), dtype=np.float32)
+    for start in range(0, samples, block_size):
+        block = seeds[start : start + block_size]
+        out[start : start + len(block)] = solve_block(block)
+        if progress is not None:
+            progress(len(block))
+    return out
+
+
 def solve_navier_stokes_2d(
     w0: np.ndarray,
     *,
@@ -171,8 +228,6 @@ def solve_navier_stokes_2d(
     mask = dealias_mask(n_solve, 2)
     force = np.zeros((1, 1)) if forcing is None else from_grid(np.asarray(forcing, np.float64)[None], n_solve, 2)[0]
     ikx, iky = 1j * kx * mask, 1j * ky * mask
-    steps = frame_steps(times, dt)
-    coefficients = {h: etdrk4_coefficients(-nu * k2 - drag, h) for _, h in steps if h > 0}
 
     def nonlinear(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Modes of ``-u . grad w + f`` and the velocity (u, v) on the solve grid."""
@@ -182,18 +237,9 @@ def solve_navier_stokes_2d(
         advection = fields[:, 0] * fields[:, 2] + fields[:, 1] * fields[:, 3]
         return force - mask * scipy.fft.rfft2(advection, norm="forward"), fields[:, :2]
 
-    def solve(chunk: np.ndarray) -> np.ndarray:
-        c = from_grid(chunk, n_solve, 2)
-        frames = np.empty((len(chunk), len(times), n, n))
-        for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
-            if n_steps:
-                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n_solve / length, dt, t)
-            frames[:, index] = to_grid(c, n_solve, n, 2)
-        return frames
-
-    chunks = [w0[i : i + batch_size] for i in range(0, len(w0), batch_size)]
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return np.concatenate(list(pool.map(solve, chunks))), times
+    frames = etdrk4_frames(w0, times, dt, -nu * k2 - drag, nonlinear, lambda chunk: from_grid(chunk, n_solve, 2),
+                           lambda c: to_grid(c, n_solve, n, 2), n_solve, length, batch_size, workers)
+    return frames, times
 
 
 def fno_forcing(n: int) -> np.ndarray:
@@ -205,7 +251,7 @@ def fno_forcing(n: int) -> np.ndarray:
 
 def generate_fno_nu(
     samples: int,
-    nu: float,
+    nu: float = 1e-3,
     resolution: int = 64,
     t_final: float = 50.0,
     frame_dt: float = 1.0,
@@ -227,32 +273,25 @@ def generate_fno_nu(
     ``progress`` is called with the number of samples each chunk finished.  Returns the array and
     the JSON-serialisable settings ``{"pde", "solver"}``.
     """
-    check_positive("samples", samples)
-    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_positive("nu", nu, allow_zero=True)
-    check_positive("t_final", t_final)
-    check_positive("frame_dt", frame_dt)
+    times = frame_times(t_final, frame_dt)
     if solve_resolution is None:
         solve_resolution = resolution if nu >= 1e-3 else max(resolution, FNO_FINE_SOLVE_RESOLUTION)
     dt = FNO_DT_TIMES_N / solve_resolution if dt is None else dt
-    n_frames = int(round(t_final / frame_dt))
-    times = np.arange(n_frames + 1) * frame_dt
-    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
     forcing = fno_forcing(resolution)
     eigenvalues = grf_eigenvalues((resolution,) * 2, **FNO_GRF)
-    out = np.empty((samples, len(times), resolution, resolution, 1), dtype=np.float32)
-    for start in range(0, samples, batch_size * max(1, workers)):
-        block = seeds[start : start + batch_size * max(1, workers)]
-        noise = np.stack([np.random.default_rng(s).standard_normal((resolution,) * 2) for s in block])
-        w0 = color_noise(noise, eigenvalues)
+
+    def solve_block(seeds: list[np.random.SeedSequence]) -> np.ndarray:
+        noise = np.stack([np.random.default_rng(s).standard_normal((resolution,) * 2) for s in seeds])
         frames, _ = solve_navier_stokes_2d(
-            w0, nu=nu, times=times, dt=dt, forcing=forcing, solve_resolution=solve_resolution,
-            batch_size=batch_size, workers=workers,
+            color_noise(noise, eigenvalues), nu=nu, times=times, dt=dt, forcing=forcing,
+            solve_resolution=solve_resolution, batch_size=batch_size, workers=workers,
         )
-        out[start : start + len(block), ..., 0] = frames
-        if progress is not None:
-            progress(len(block))
+        return frames[..., None]
+
+    out = solve_samples(samples, seed, first, batch_size * max(1, workers), (len(times), resolution, resolution, 1),
+                        solve_block, progress)
     settings = {
         "pde": {
             "name": "navier_stokes_2d_fno",
@@ -269,12 +308,13 @@ def generate_fno_nu(
     return out, settings
 
 
-def solver_settings(n_solve: int, dt: float) -> dict[str, Any]:
-    """Solver metadata shared by the 2D presets."""
+def solver_settings(n_solve: int, dt: float, name: str = "pseudo-spectral vorticity, ETDRK4",
+                    ffts_per_step: int = FFTS_PER_STEP) -> dict[str, Any]:
+    """Solver metadata of the pseudo-spectral presets (defaults: the 2D vorticity solver's)."""
     return {
-        "name": "pseudo-spectral vorticity, ETDRK4",
+        "name": name,
         "solve_resolution": n_solve,
         "dt_max": dt,
         "dealias": "2/3",
-        "ffts_per_step": FFTS_PER_STEP,
+        "ffts_per_step": ffts_per_step,
     }

@@ -11,23 +11,23 @@ statistically steady isotropic turbulence.  Batched over samples.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
 import scipy.fft
 
 from opformer.errors import ConfigError
-from opformer.pde.burgers import etdrk4_coefficients
 from opformer.pde.grf import color_noise, grf_eigenvalues
 from opformer.pde.navier_stokes import (
     check_positive,
     check_resolution,
     dealias_mask,
-    etdrk4_march,
-    frame_steps,
+    etdrk4_frames,
+    frame_times,
     from_grid,
     resize_spectrum,
+    solve_samples,
+    solver_settings,
     to_grid,
     wavenumbers,
 )
@@ -103,8 +103,6 @@ def solve_navier_stokes_3d(
     ik = [1j * ki * mask for ki in k]
     forced = (k2 > 0) & (k2 <= (2.0 * np.pi / length * forcing_wavenumber) ** 2 + 1e-9) & mask
     weights = half_spectrum_weights(n)
-    steps = frame_steps(times, dt)
-    coefficients = {h: etdrk4_coefficients(-nu * k2, h) for _, h in steps if h > 0}
     axes = (-3, -2, -1)
 
     def nonlinear(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,18 +117,9 @@ def solve_navier_stokes_3d(
             out += (epsilon / (2.0 * energy))[:, None, None, None, None] * forced * c
         return out, u
 
-    def solve(chunk: np.ndarray) -> np.ndarray:
-        c = project(from_grid(chunk, n, 3), k)
-        frames = np.empty((len(chunk), len(times), 3, n, n, n))
-        for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
-            if n_steps:
-                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n / length, dt, t)
-            frames[:, index] = to_grid(c, n, n, 3)
-        return frames
-
-    chunks = [u0[i : i + batch_size] for i in range(0, len(u0), batch_size)]
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return np.concatenate(list(pool.map(solve, chunks))), times
+    frames = etdrk4_frames(u0, times, dt, -nu * k2, nonlinear, lambda chunk: project(from_grid(chunk, n, 3), k),
+                           lambda c: to_grid(c, n, n, 3), n, length, batch_size, workers)
+    return frames, times
 
 
 def random_velocity(samples: int, n: int, seeds: list[np.random.SeedSequence], velocity_rms: float) -> np.ndarray:
@@ -173,29 +162,23 @@ def generate_turbulence3d(
     if unknown:
         raise ConfigError(f"{sorted(unknown)[0]} is not a turbulence parameter: expected one of {sorted(TURBULENCE)}")
     p = {**TURBULENCE, **physics}
-    check_positive("samples", samples)
-    check_positive("first", first, allow_zero=True)
     check_resolution("resolution", resolution)
     check_positive("spinup", spinup, allow_zero=True)
-    check_positive("t_final", t_final)
-    check_positive("frame_dt", frame_dt)
-    times = np.arange(int(round(t_final / frame_dt)) + 1) * frame_dt
-    seeds = np.random.SeedSequence(seed).spawn(first + samples)[first:]
+    times = frame_times(t_final, frame_dt)
     common = dict(
         nu=p["nu"], dt=dt, epsilon=p["epsilon"], forcing_wavenumber=p["forcing_wavenumber"],
         batch_size=batch_size, workers=workers,
     )
-    out = np.empty((samples, len(times), resolution, resolution, resolution, 3), dtype=np.float32)
-    block_size = batch_size * max(1, workers)
-    for start in range(0, samples, block_size):
-        block = seeds[start : start + block_size]
-        u = random_velocity(len(block), resolution, block, p["velocity_rms"])
+
+    def solve_block(seeds: list[np.random.SeedSequence]) -> np.ndarray:
+        u = random_velocity(len(seeds), resolution, seeds, p["velocity_rms"])
         if spinup > 0:
             u = solve_navier_stokes_3d(u, times=[spinup], **common)[0][:, -1]
         frames, _ = solve_navier_stokes_3d(u, times=times, **common)
-        out[start : start + len(block)] = np.moveaxis(frames, 2, -1)
-        if progress is not None:
-            progress(len(block))
+        return np.moveaxis(frames, 2, -1)
+
+    out = solve_samples(samples, seed, first, batch_size * max(1, workers), (len(times), *(resolution,) * 3, 3),
+                        solve_block, progress)
     settings = {
         "pde": {
             "name": "navier_stokes_3d_forced_turbulence",
@@ -205,12 +188,6 @@ def generate_turbulence3d(
             "times": times.tolist(),
             "channels": ["u", "v", "w"],
         },
-        "solver": {
-            "name": "pseudo-spectral velocity-projection, ETDRK4",
-            "solve_resolution": resolution,
-            "dt_max": dt,
-            "dealias": "2/3",
-            "ffts_per_step": FFTS_PER_STEP_3D,
-        },
+        "solver": solver_settings(resolution, dt, "pseudo-spectral velocity-projection, ETDRK4", FFTS_PER_STEP_3D),
     }
     return out, settings

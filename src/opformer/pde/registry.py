@@ -1,0 +1,179 @@
+"""The PDEs of ``opformer generate``: one entry per PDE, the only place the CLI and ``data.generate`` learn of them.
+
+An entry names the generator (a function of a module in ``opformer.pde``), the kind of data it returns, the
+flags it takes and the rule its grid obeys. Defaults are not restated: ``--resolution`` and every flag default
+to the generator's own keyword defaults (read from its signature), and the help shows them. Adding a PDE is
+one module with its generator and one entry in ``PDES``; the CLI's choices, flags, defaults, help and the
+"only used by" errors follow.
+
+A generator is called as ``generator(samples, resolution=..., seed=..., progress=..., **flags)`` (trajectory
+generators also with ``first=``, the first sample of a resumable chunk) and returns
+``(inputs, targets, settings)`` (kind ``OPERATOR``: arrays ``(sample, *grid)``) or ``(fields, settings)``
+(kind ``TRAJECTORY``: ``(sample, time, *grid, channel)``, ``settings["pde"]`` holding ``length``, ``times``
+and ``channels``); ``settings`` is the JSON-serialisable ``{"pde": ..., "solver": ...}`` stored in the file.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opformer.errors import ConfigError
+from opformer.pde.burgers import generate_burgers
+from opformer.pde.darcy import generate_darcy
+from opformer.pde.kolmogorov import generate_kolmogorov
+from opformer.pde.navier_stokes import generate_fno_nu
+from opformer.pde.navier_stokes3d import generate_turbulence3d
+
+#: Data kinds, as the stored file's ``kind`` attribute names them.
+OPERATOR, TRAJECTORY = "operator", "trajectory"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A setting ``opformer generate`` takes as ``--name`` (underscores as dashes), a keyword of the generators.
+
+    ``expected`` (formatted with ``resolution``) says what a valid value is when ``valid(value, resolution)``
+    is false; without it the generator checks the value itself.
+    """
+
+    type: type
+    help: str
+    expected: str = ""
+    valid: Callable[[Any, int], bool] = lambda value, resolution: True
+
+
+#: Every PDE-specific flag, in the order of the CLI's help. ``resolution`` is taken by every PDE.
+FLAGS = {
+    "resolution": Flag(int, "stored grid points per axis"),
+    "viscosity": Flag(float, "viscosity", "a positive viscosity", lambda value, resolution: value > 0),
+    "workers": Flag(int, "worker processes", "a positive number of worker processes",
+                    lambda value, resolution: value >= 1),
+    "nu": Flag(float, "viscosity"),
+    "t_final": Flag(float, "last stored time"),
+    "solve_resolution": Flag(int, "the solver's grid, a multiple of --resolution",
+                             "a multiple of the stored resolution {resolution}",
+                             lambda value, resolution: value % resolution == 0),
+}
+
+
+@dataclass(frozen=True)
+class PDE:
+    """One PDE of ``opformer generate``.
+
+    ``flags``: the keys of ``FLAGS`` it takes besides ``resolution``; ``shown``: words for defaults its
+    signature cannot show (``None``, or a number better written as a formula). ``min_resolution`` and
+    ``even``: the storage grid's rule; ``periodic``: the domain's axes (lengths come from
+    ``settings["pde"]["length"]``, else 1). ``channels``: the input and target channel names (``OPERATOR``;
+    trajectories name theirs in their settings). ``chunk``: samples per resumable chunk (``TRAJECTORY``), a
+    multiple of the generator's own batch so that chunking adds no solver calls.
+    """
+
+    generator: Callable[..., tuple]
+    kind: str
+    summary: str
+    flags: tuple[str, ...] = ()
+    shown: dict[str, str] = field(default_factory=dict)
+    min_resolution: int = 8
+    even: bool = True
+    periodic: bool = True
+    channels: tuple[list[str], list[str]] = ([], [])
+    chunk: int = 0
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """``resolution`` and each flag: the generator's default."""
+        parameters = inspect.signature(self.generator).parameters
+        return {name: parameters[name].default for name in ("resolution", *self.flags)}
+
+    def takes(self, flag: str) -> bool:
+        """Whether ``--flag`` is one of this PDE's settings."""
+        return flag == "resolution" or flag in self.flags
+
+    def settings(self, name: str, given: dict[str, Any]) -> dict[str, Any]:
+        """The generator's keywords for the flags ``given`` (``None`` = not given): defaults filled, values checked.
+
+        Raises ``ConfigError`` (one line, naming the flag) for a flag this PDE does not take or a bad value.
+        """
+        given = {key: value for key, value in given.items() if value is not None}
+        for key in given:
+            if key not in FLAGS:
+                raise ConfigError(f"{key}: not a setting of opformer generate (expected one of {', '.join(FLAGS)})")
+            if not self.takes(key):
+                raise ConfigError(f"{dashed(key)}: only used by {_join(users(key))} (not by {name})")
+        values = {**self.defaults, **given}
+        resolution = values["resolution"]
+        if resolution < self.min_resolution or (self.even and resolution % 2):
+            expected = (f"an even number of grid points >= {self.min_resolution}" if self.even else
+                        f"at least {self.min_resolution} grid nodes per axis"
+                        + ("" if self.periodic else " (boundary included)"))
+            raise ConfigError(f"--resolution {resolution}: expected {expected}")
+        for key, value in given.items():
+            flag = FLAGS[key]
+            if flag.expected and not flag.valid(value, resolution):
+                raise ConfigError(f"{dashed(key)} {value}: expected {flag.expected.format(resolution=resolution)}")
+        return values
+
+
+#: ``opformer generate NAME``: every built-in PDE.
+PDES = {
+    "burgers": PDE(
+        generate_burgers, OPERATOR, "viscous Burgers on (0, 1), GRF u0 -> u(., 1) (Cao 2021 Ex. 5.1)",
+        flags=("viscosity",), shown={"viscosity": "0.1/(2 pi)"}, min_resolution=16,
+        channels=(["u0"], ["u"])),
+    "darcy": PDE(
+        generate_darcy, OPERATOR, "Darcy flow on (0, 1)^2, coefficient a -> solution u (Cao 2021 Ex. 5.2)",
+        flags=("workers",), shown={"workers": "the available cores", "resolution": "421 nodes, boundary included"},
+        min_resolution=3, even=False, periodic=False, channels=(["a"], ["u"])),
+    # FNO-nu solves 100 at a time (4 calls of 16 took 1.1-1.2x one call of 64)
+    "navier-stokes": PDE(
+        generate_fno_nu, TRAJECTORY, "FNO-nu vorticity on (0, 1)^2 (Li et al. 2020), frames every time unit",
+        flags=("nu", "t_final", "solve_resolution"),
+        shown={"solve_resolution": "the storage grid for nu >= 1e-3, else 256"}, chunk=100),
+    "kolmogorov": PDE(
+        generate_kolmogorov, TRAJECTORY, "Kolmogorov flow at Re = 1000 on [0, 2 pi)^2, vorticity",
+        flags=("t_final", "solve_resolution"),
+        shown={"solve_resolution": "256, with dt scaled to keep the CFL number"}, chunk=16),
+    "turbulence3d": PDE(
+        generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w",
+        flags=("t_final",), chunk=16),
+}
+
+
+def lookup(name: str) -> PDE:
+    """The entry of ``name``; ``ConfigError`` if there is none."""
+    if name not in PDES:
+        raise ConfigError(f"pde {name!r}: expected one of {', '.join(PDES)}")
+    return PDES[name]
+
+
+def dashed(flag: str) -> str:
+    """The command-line spelling of a flag: ``t_final`` -> ``--t-final``."""
+    return "--" + flag.replace("_", "-")
+
+
+def users(flag: str) -> list[str]:
+    """The PDEs that take ``flag``, in registry order."""
+    return [name for name, pde in PDES.items() if pde.takes(flag)]
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float, np.floating)) else str(value)
+
+
+def flag_help(flag: str) -> str:
+    """The CLI help of ``flag``: what it sets, which PDEs take it (unless all do) and each one's default."""
+    names = users(flag)
+    shown = {name: PDES[name].shown.get(flag, _show(PDES[name].defaults[flag])) for name in names}
+    if len(names) == 1:
+        return f"{names[0]}: {FLAGS[flag].help} (default: {shown[names[0]]})"
+    prefix = "" if len(names) == len(PDES) else ", ".join(names) + ": "
+    return f"{prefix}{FLAGS[flag].help} (default: " + "; ".join(f"{n} {s}" for n, s in shown.items()) + ")"
