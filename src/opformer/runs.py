@@ -7,6 +7,9 @@
     RUN/best.pt        the checkpoint of the lowest validation error (weights, spec, config, history)
     RUN/last.pt        the latest checkpoint, with optimiser and scheduler state (for ``--resume``)
     RUN/summary.json   epochs, best epoch and validation error, parameters, time
+    RUN/run.json       one entry per training session: command line, versions, git commit, device, threads,
+                       start and end times, epochs trained (an entry without an end is a killed session)
+    RUN/train.log      time-stamped progress lines (opformer.train.progress)
     RUN/tensorboard/   scalars, if the optional tensorboard package is installed
 
 Checkpoints are written atomically and loaded with ``torch.load(weights_only=True)`` (no code unpickled); each
@@ -21,6 +24,10 @@ import hashlib
 import io
 import json
 import os
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +36,7 @@ from typing import Any
 import torch
 import yaml
 
+from opformer import __version__
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
 from opformer.errors import CheckpointError, ConfigError
 from opformer.io import atomic_replace, write_atomic
@@ -36,7 +44,7 @@ from opformer.models.surrogate import Surrogate
 
 CHECKPOINT_FORMAT = "opformer-checkpoint"
 CHECKPOINT_VERSION = 1
-CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.csv", "summary.json"
+CONFIG, METRICS, SUMMARY, SESSIONS = "config.yaml", "metrics.csv", "summary.json", "run.json"
 
 
 def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
@@ -70,6 +78,46 @@ def write_metrics(run_dir: Path, history: list[dict[str, float]]) -> None:
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """Store the run summary (atomically)."""
     write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+
+
+def _git_commit() -> str | None:
+    """The commit of the opformer source tree if it is a git checkout (``+dirty`` with local changes)."""
+    source = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no", "."],
+                               capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "") if commit else None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def start_session(run_dir: Path, device: str, first_epoch: int) -> list[dict[str, Any]]:
+    """Record a new training session in ``run.json`` (command, versions, commit, device, threads, start)."""
+    path = run_dir / SESSIONS
+    try:
+        sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
+    except (ValueError, KeyError, TypeError):
+        sessions = []
+    if not isinstance(sessions, list):
+        sessions = []  # a hand-damaged record is started afresh rather than refusing to train
+    sessions.append({"command": shlex.join(sys.argv), "opformer": __version__, "git_commit": _git_commit(),
+                     "torch": torch.__version__, "python": sys.version.split()[0], "device": device,
+                     "threads": torch.get_num_threads(), "started": _now(), "ended": None,
+                     "first_epoch": first_epoch + 1, "last_epoch": None})
+    write_atomic(path, json.dumps({"sessions": sessions}, indent=2) + "\n")
+    return sessions
+
+
+def end_session(run_dir: Path, sessions: list[dict[str, Any]], last_epoch: int) -> None:
+    """Stamp the end time and the last epoch trained on the current session in ``run.json``."""
+    sessions[-1].update(ended=_now(), last_epoch=last_epoch)
+    write_atomic(run_dir / SESSIONS, json.dumps({"sessions": sessions}, indent=2) + "\n")
 
 
 @contextmanager

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from opformer.config import RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (check_fresh, load_checkpoint, run_lock, save_checkpoint, write_metrics, write_run_config,
-                           write_summary)
+from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
+                           write_metrics, write_run_config, write_summary)
 from opformer.runtime import release_freed_memory, resolve_device, retain_freed_memory
+from opformer.train.progress import Progress
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
 
@@ -25,10 +25,9 @@ from opformer.train.tasks import Task, make_task
 class Trainer:
     """Trains the surrogate described by a :class:`RunConfig` into a run directory.
 
-    The run directory holds ``config.yaml`` (resolved), ``metrics.csv``, ``best.pt`` (lowest validation
-    error; the test split is never looked at during training), ``last.pt`` (for ``--resume``) and
-    ``summary.json``. Each epoch reseeds the RNG from ``seed + epoch``, so a resumed run reproduces an
-    uninterrupted one exactly.
+    What the run directory holds is :mod:`opformer.runs`; ``best.pt`` is selected on the validation error
+    (the test split is never looked at during training). Each epoch reseeds the RNG from ``seed + epoch``, so
+    a resumed run reproduces an uninterrupted one exactly.
     """
 
     def __init__(self, config: RunConfig, run_dir: str | os.PathLike) -> None:
@@ -114,7 +113,7 @@ class Trainer:
         save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
                         history=self.history, best_val=self.best_val, training_state=state)
 
-    def _train_epoch(self, epoch: int) -> float:
+    def _train_epoch(self, epoch: int, progress: Progress) -> float:
         seed = self.config.seed + epoch
         torch.manual_seed(seed)
         generator = torch.Generator().manual_seed(seed)
@@ -135,21 +134,29 @@ class Trainer:
             self.scheduler.step()
             total += loss.item() * batch[0].shape[0]
             count += batch[0].shape[0]
+            progress.step(batch[0].shape[0])
         return total / count
 
     def fit(self) -> dict[str, Any]:
         """Train for the configured epochs (from :attr:`start_epoch`); return the run summary."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_run_config(self.run_dir, self.config)
-        writer = _tensorboard(self.run_dir)
         epochs = self.config.train.epochs
-        bar = tqdm(range(self.start_epoch, epochs), initial=self.start_epoch, total=epochs, desc="train",
-                   unit="epoch", disable=None)
-        for epoch in bar:
+        progress = Progress(self.run_dir, epochs, self.task.steps_per_epoch(), self.start_epoch)
+        if self.start_epoch >= epochs:
+            progress.log(f"the run has already trained all {epochs} epochs; nothing to do")
+            return self._summary()
+        sessions = start_session(self.run_dir, str(self.device), self.start_epoch)
+        progress.log(f"{'resumed at' if self.start_epoch else 'started'} epoch {self.start_epoch + 1} of {epochs}, "
+                     f"{self.task.steps_per_epoch()} steps each, on {self.device} with {torch.get_num_threads()} "
+                     f"threads: {sessions[-1]['command']}")
+        writer = _tensorboard(self.run_dir)
+        for epoch in range(self.start_epoch, epochs):
             if self.config.train.retain_freed_memory:
                 release_freed_memory()  # what loading, validation and saving left: only the steps' blocks stay
+            progress.begin_epoch(epoch)
             start = time.perf_counter()
-            train_loss = self._train_epoch(epoch)
+            train_loss = self._train_epoch(epoch, progress)
             seconds = time.perf_counter() - start
             val = self.task.validate(self.surrogate, self.device)
             record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
@@ -160,12 +167,13 @@ class Trainer:
                 self._save("best.pt", epoch, with_state=False)
             self._save("last.pt", epoch, with_state=True)
             write_metrics(self.run_dir, self.history)
-            bar.set_postfix(loss=f"{train_loss:.3e}", val=f"{val:.3e}")
+            progress.end_epoch(record)
             if writer is not None:
                 for key in ("train_loss", "val_relative_l2", "lr"):
                     writer.add_scalar(key, record[key], epoch + 1)
         if writer is not None:
             writer.close()
+        end_session(self.run_dir, sessions, epochs)
         return self._summary()
 
     def _summary(self) -> dict[str, Any]:
