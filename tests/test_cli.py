@@ -53,6 +53,13 @@ def test_evaluate_prints_a_table_and_writes_json(capsys, trained_run, tmp_path):
     assert "trained here" in out and "zero-shot" in out
     rows = yaml.safe_load((tmp_path / "e.json").read_text())["results"]
     assert [r["resolution"] for r in rows] == [32, 64] and all(r["samples"] == 4 for r in rows)
+    # without --data and --resolutions: the run's own data at its training grid
+    code, out, _ = run_cli(capsys, "evaluate", run, "--json", tmp_path / "own.json")
+    own = yaml.safe_load((tmp_path / "own.json").read_text())
+    assert code == 0 and own["data"] == str(data) and own["results"] == rows[:1]
+    # a --json whose folder is missing is refused before anything is computed
+    one_line_error(*run_cli(capsys, "evaluate", run, "--json", tmp_path / "no" / "e.json")[::2],
+                   "--json", "cannot write there")
 
 
 def test_predict_writes_the_same_format(capsys, trained_run, tmp_path):

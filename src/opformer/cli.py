@@ -84,12 +84,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from opformer.eval.evaluate import evaluate_run, format_table
     from opformer.io import write_atomic
 
-    rows = evaluate_run(args.run, args.data, _parse_resolutions(args.resolutions), split=args.split,
-                        device=args.device)
-    print(format_table(rows, f"{args.run} on {args.data} ({args.split} split)"))
-    if args.json:
-        write_atomic(Path(args.json), json.dumps({"run": str(args.run), "data": str(args.data),
-                                                 "split": args.split, "results": rows}, indent=2) + "\n")
+    from opformer.runs import load_run_config
+
+    json_path = _output_path("--json", args.json)
+    data, resolutions = args.data, _parse_resolutions(args.resolutions) if args.resolutions else None
+    if data is None or resolutions is None:
+        stored = load_run_config(args.run).data
+        data, resolutions = data or stored.path, resolutions or [stored.resolution]
+    rows = evaluate_run(args.run, data, resolutions, split=args.split, device=args.device)
+    print(format_table(rows, f"{args.run} on {data} ({args.split} split)"))
+    if json_path:
+        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": args.split,
+                                            "results": rows}, indent=2) + "\n")
     return 0
 
 
@@ -208,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")
     p.add_argument("run", help="run directory")
-    p.add_argument("--data", required=True, help="HDF5 data file")
-    p.add_argument("--resolutions", "--resolution", dest="resolutions", required=True,
-                   help="comma-separated grid sizes, e.g. 512,2048,8192 (--resolution is the same option)")
+    p.add_argument("--data", help="HDF5 data file (default: the run's training data)")
+    p.add_argument("--resolutions", "--resolution", dest="resolutions",
+                   help="comma-separated grid sizes, e.g. 512,2048,8192 (default: the run's training grid; "
+                        "--resolution is the same option)")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="samples to use (run's splits; 'all' for a separate file); default test")
     p.add_argument("--json", help="also write the results to this JSON file")
