@@ -10,7 +10,7 @@ See docs/solvers.md for the choice of the defaults and their verification.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -18,6 +18,7 @@ import scipy.fft
 
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
+from opformer.pde.parallel import check_stop, thread_imap, thread_map
 
 #: Solve grid for the paper's data (nu = 0.1 / (2 pi), GRF N(0, 625 (-Laplacian + 25 I)^-2)):
 #: 64 de-aliased modes; measured spatial error < 1e-10 relative (docs/solvers.md).
@@ -93,6 +94,7 @@ def solve_burgers(
     solve_resolution: int | None = None,
     dt: float | None = None,
     workers: int = 2,
+    stop: threading.Event | None = None,
 ) -> np.ndarray:
     """Solve ``u_t + (u^2/2)_x = viscosity u_xx`` from ``u0`` (batch, n) to ``t_final``.
 
@@ -100,7 +102,8 @@ def solve_burgers(
     those of ``u(., t_final)`` on the same grid.  ``solve_resolution`` defaults to
     ``DEFAULT_SOLVE_RESOLUTION``; ``dt`` (rounded down so that it divides ``t_final``)
     defaults to ``default_dt(u0, length)``.  ``workers`` threads solve contiguous chunks of
-    the batch (each sample's result does not depend on the chunking).
+    the batch (each sample's result does not depend on the chunking); a set ``stop`` ends them at the
+    next time step (:class:`opformer.pde.parallel.Stopped`).
     """
     u0 = np.asarray(u0, dtype=np.float64)
     if u0.ndim != 2:
@@ -123,9 +126,10 @@ def solve_burgers(
         u = scipy.fft.irfft(v, n=n_solve, norm="forward")
         return scipy.fft.rfft(u * u, norm="forward")[:, :n_modes]
 
-    def solve(chunk: np.ndarray) -> np.ndarray:
+    def solve(chunk: np.ndarray, stop: threading.Event) -> np.ndarray:
         v = _modes_from_grid(chunk, n_modes)
         for _ in range(n_steps):
+            check_stop(stop)
             nv = square(v)
             e2v = e2 * v
             a = e2v + q * nv
@@ -135,10 +139,7 @@ def solve_burgers(
             v = e * v + f1 * nv + f2 * (na + nb) + f3 * nc
         return _grid_from_modes(v, chunk.shape[-1])
 
-    if workers <= 1 or len(u0) <= 1:
-        return solve(u0)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return np.concatenate(list(pool.map(solve, np.array_split(u0, min(workers, len(u0))))))
+    return np.concatenate(thread_map(solve, np.array_split(u0, max(1, min(workers, len(u0)))), workers, stop))
 
 
 def cole_hopf_solution(
@@ -200,7 +201,7 @@ def generate_burgers(
     eigenvalues = grf_eigenvalues((resolution,), length=length, **grf)
     seeds = np.random.SeedSequence(seed).spawn(n_samples)
 
-    def run(start: int) -> tuple[np.ndarray, np.ndarray]:
+    def run(start: int, stop_event: threading.Event) -> tuple[np.ndarray, np.ndarray]:
         stop = min(start + batch_size, n_samples)
         noise = np.stack([np.random.default_rng(s).standard_normal(resolution) for s in seeds[start:stop]])
         initial = color_noise(noise, eigenvalues).astype(np.float32)  # solve exactly what is stored
@@ -210,18 +211,17 @@ def generate_burgers(
                 f"dt={dt} is too large for samples {start}..{stop - 1} (max|u0|={u_max:.3g}): "
                 f"use dt <= {MAX_ADVECTIVE_STEP * length / u_max:.3g}"
             )
-        final = solve_burgers(initial, viscosity, t_final, length, solve_resolution, dt, workers=1)
+        final = solve_burgers(initial, viscosity, t_final, length, solve_resolution, dt, workers=1, stop=stop_event)
         return initial, final.astype(np.float32)
 
     u0 = np.empty((n_samples, resolution), dtype=np.float32)
     u1 = np.empty((n_samples, resolution), dtype=np.float32)
     starts = range(0, n_samples, batch_size)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for start, (initial, final) in zip(starts, pool.map(run, starts)):
-            u0[start : start + len(initial)] = initial
-            u1[start : start + len(final)] = final
-            if progress is not None:
-                progress(len(initial))
+    for start, (initial, final) in zip(starts, thread_imap(run, starts, workers)):
+        u0[start : start + len(initial)] = initial
+        u1[start : start + len(final)] = final
+        if progress is not None:
+            progress(len(initial))
     settings = {
         "pde": {
             "name": "burgers",

@@ -29,6 +29,7 @@ LU instead (slower at n = 421, see docs/solvers.md).  Samples are solved in para
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable
 
@@ -36,7 +37,8 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 
-from opformer.pde.grf import neumann_grf_variances, cosine_synthesis
+from opformer.pde.grf import cosine_synthesis, neumann_grf_variances
+from opformer.pde.parallel import exit_with_parent
 
 #: Relative residual ``|f - A u| / |f|`` at which the AMG-preconditioned CG stops.
 DEFAULT_TOLERANCE = 1e-10
@@ -149,6 +151,13 @@ def _init_worker(state: dict[str, Any]) -> None:
     _STATE.update(state)
 
 
+def _init_pool_worker(state: dict[str, Any]) -> None:
+    """A worker process: leaves Ctrl-C to its parent (which stops the pool) and ends when the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
+    _init_worker(state)
+
+
 def _sample(index: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Coefficient, solution and residual of sample ``index`` of the run in ``_STATE``."""
     from threadpoolctl import threadpool_limits
@@ -210,9 +219,12 @@ def generate_darcy(
             store(index, _sample(index))
     else:
         chunk = max(1, min(16, n_samples // (4 * workers)))
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(state,)) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_pool_worker, initargs=(state,))
+        try:
             for index, result in enumerate(pool.map(_sample, range(n_samples), chunksize=chunk)):
                 store(index, result)
+        finally:  # on an interrupt: the samples not yet started never start
+            pool.shutdown(wait=True, cancel_futures=True)
     settings = {
         "pde": {
             "name": "darcy",

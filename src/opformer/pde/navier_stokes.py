@@ -14,13 +14,14 @@ chunked frame march, also of ``navier_stokes3d``), ``frame_times`` and ``solve_s
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any, Callable
 
 import numpy as np
 import scipy.fft
 
 from opformer.errors import ConfigError
+from opformer.pde.parallel import check_stop, thread_map
 from opformer.pde.burgers import etdrk4_coefficients
 from opformer.pde.grf import color_noise, grf_eigenvalues
 
@@ -112,15 +113,16 @@ def frame_steps(times: np.ndarray, dt: float) -> list[tuple[int, float]]:
 
 def etdrk4_march(c: np.ndarray, n_steps: int, coefficients: tuple[np.ndarray, ...],
                  nonlinear: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], cfl_per_speed: float,
-                 dt: float, t: float) -> np.ndarray:
+                 dt: float, t: float, stop: threading.Event | None = None) -> np.ndarray:
     """``n_steps`` ETDRK4 steps (Cox-Matthews, Kassam-Trefethen coefficients) of the spectral state ``c``.
 
     ``nonlinear(c)`` returns the explicit term and the grid velocity ``(batch, d, *grid)``; after the last step
     the CFL number ``cfl_per_speed * max(sum_d |u_d|)`` must stay below ``MAX_CFL`` (the error names the
-    requested ``dt`` and the frame time ``t``).
+    requested ``dt`` and the frame time ``t``). A set ``stop`` ends the march at the next step.
     """
     e, e2, q, f1, f2, f3 = coefficients
     for _ in range(n_steps):
+        check_stop(stop)
         nc, velocity = nonlinear(c)
         a = e2 * c + q * nc
         na, _ = nonlinear(a)
@@ -147,18 +149,17 @@ def etdrk4_frames(initial: np.ndarray, times: np.ndarray, dt: float, linear: np.
     steps = frame_steps(times, dt)
     coefficients = {h: etdrk4_coefficients(linear, h) for _, h in steps if h > 0}
 
-    def solve(chunk: np.ndarray) -> np.ndarray:
+    def solve(chunk: np.ndarray, stop: threading.Event) -> np.ndarray:
         c = spectrum(chunk)
         frames = np.empty((len(chunk), len(times), *chunk.shape[1:]))
         for index, ((n_steps, h), t) in enumerate(zip(steps, times)):
             if n_steps:
-                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n_solve / length, dt, t)
+                c = etdrk4_march(c, n_steps, coefficients[h], nonlinear, h * n_solve / length, dt, t, stop)
             frames[:, index] = grid(c)
         return frames
 
     chunks = [initial[i : i + batch_size] for i in range(0, len(initial), batch_size)]
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return np.concatenate(list(pool.map(solve, chunks)))
+    return np.concatenate(thread_map(solve, chunks, workers))
 
 
 def frame_times(t_final: float, frame_dt: float) -> np.ndarray:
