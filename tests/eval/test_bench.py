@@ -173,7 +173,7 @@ def _cells(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
 @pytest.mark.parametrize("attempt", range(3))
 def test_terminated_bench_stops_its_cell_process(tmp_path, attempt):
-    """SIGTERM to ``opformer bench`` exits 130 and leaves no orphaned cell process behind, also when it arrives
+    """SIGTERM to ``opformer bench`` exits 143 and leaves no orphaned cell process behind, also when it arrives
     the moment the cell has started (while the bench is still inside ``Popen()``: 8 of 12 were orphaned so)."""
     bench = subprocess.Popen([sys.executable, "-m", "opformer.cli", "bench", "--models", "gt_burgers",
                               "--resolutions", "64", "--batch", "1", "--repeats", "100000", "--threads", "1",
@@ -183,6 +183,6 @@ def test_terminated_bench_stops_its_cell_process(tmp_path, attempt):
         pass  # no sleep: signal as soon as the cell exists
     (cell,) = _cells(bench.pid)
     bench.send_signal(signal.SIGTERM)
-    assert bench.wait(timeout=30) == 130
+    assert bench.wait(timeout=30) == 143
     assert "interrupted" in bench.stderr.read()
     assert not Path(f"/proc/{cell}").exists()
