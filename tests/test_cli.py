@@ -89,8 +89,15 @@ def test_predict_writes_the_same_format(capsys, trained_run, tmp_path):
         np.testing.assert_allclose(f["target"][:], g["target"][:5], rtol=1e-6, atol=1e-7)
     one_line_error(*run_cli(capsys, "evaluate", run, "--data", only, "--resolution", "64")[::2],
                    "holds inputs only (no '/target'); training and evaluation need targets")
-    code, _, err = run_cli(capsys, "predict", run, "--input", data, "--output", data)
+    code, _, err = run_cli(capsys, "predict", run, "--input", data, "--output", data, "--force")
     one_line_error(code, err, "would overwrite the input file")
+    # an existing output is replaced only with --force
+    before = (tmp_path / "pred_only.h5").read_bytes()
+    one_line_error(*run_cli(capsys, "predict", run, "--input", only, "--output", tmp_path / "pred_only.h5")[::2],
+                   "pred_only.h5: already exists; add --force to replace it")
+    assert (tmp_path / "pred_only.h5").read_bytes() == before
+    code, _, _ = run_cli(capsys, "predict", run, "--input", only, "--output", tmp_path / "pred_only.h5", "--force")
+    assert code == 0
 
 
 def test_plot_writes_pngs(capsys, trained_run, tmp_path):
@@ -175,6 +182,22 @@ def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
     one_line_error(*run_cli(capsys, "generate", "burgers", "--samples", 0, "--out", tmp_path / "c.h5")[::2],
                    "--samples 0: expected a positive number")
     assert not (tmp_path / "c.h5").exists()
+    # an existing file is replaced only with --force; an unwritable place is refused before any solving
+    before = out.read_bytes()
+    one_line_error(*run_cli(capsys, "generate", "burgers", "--samples", 3, "--resolution", 256, "--out", out)[::2],
+                   "b.h5: already exists; add --force to replace it")
+    assert out.read_bytes() == before
+    code, _, _ = run_cli(capsys, "generate", "burgers", "--samples", 2, "--resolution", 256, "--out", out, "--force")
+    assert code == 0 and read_info(out).n_samples == 2
+    for place in ("/proc/opformer/b.h5", tmp_path):
+        one_line_error(*run_cli(capsys, "generate", "burgers", "--samples", 2, "--out", place)[::2],
+                       "cannot write there")
+
+
+def test_train_into_an_unwritable_place_is_refused_before_training(capsys, trained_run):
+    _, _, config = trained_run
+    one_line_error(*run_cli(capsys, "train", config, "--out", "/proc/opformer-run")[::2],
+                   "--out /proc/opformer-run: cannot write there (missing or read-only folder /proc)")
 
 
 def test_generate_darcy_writes_a_self_describing_file(capsys, tmp_path):

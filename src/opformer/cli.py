@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from opformer.data.generate import generate_file
     from opformer.pde.registry import FLAGS, lookup
 
+    _output_path("--out", args.out, force=args.force, folders=True)
     flags = {name: getattr(args, name) for name in FLAGS}
     resolution = lookup(args.pde).defaults["resolution"] if args.resolution is None else args.resolution
     with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
@@ -73,6 +75,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir = Path(args.out)
         if (run_dir / "config.yaml").exists():
             raise ConfigError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+        _writable_folder("--out", args.out, run_dir, create=True)
         config = load_config(args.config, args.set)
     summary = train(config, run_dir, resume=bool(args.resume))
     print(f"best validation relative L2 {summary['best_val_relative_l2']:.4e} at epoch {summary['best_epoch']} "
@@ -110,6 +113,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from opformer.eval.report import predict_file
 
+    _output_path("--output", args.output, force=args.force, folders=True)
     path = predict_file(args.run, args.input, args.output, batch_size=args.batch_size, device=args.device)
     print(f"wrote predictions to {path}")
     return 0
@@ -126,15 +130,31 @@ def _parse_names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def _output_path(option: str, value: str | None) -> Path | None:
-    """``value`` as a path whose folder exists and is writable (checked before any measurement)."""
+def _output_path(option: str, value: str | None, *, force: bool = True, folders: bool = False) -> Path | None:
+    """``value`` as a file that can be written, checked before any work: not a directory, not an existing file
+    unless ``force``, its folder writable (with ``folders``, the nearest existing one: the rest is created)."""
     if value is None:
         return None
     path = Path(value)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise ConfigError(f"{option} {value}: cannot write there (missing or read-only folder, or a directory)")
+    if path.is_dir():
+        raise ConfigError(f"{option} {value}: cannot write there (it is a directory)")
+    if path.exists() and not force:
+        raise ConfigError(f"{option} {value}: already exists; add --force to replace it")
+    _writable_folder(option, value, path.parent, folders)
     return path
+
+
+def _writable_folder(option: str, value: str, folder: Path, create: bool) -> None:
+    """``folder`` (with ``create``: its nearest existing ancestor) must be a writable directory."""
+    folder = folder.absolute()
+    while create and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:  # a real file, not os.access: root passes that check on a read-only mount
+        fd, probe = tempfile.mkstemp(prefix=".opformer-write-test.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        raise ConfigError(f"{option} {value}: cannot write there (missing or read-only folder {folder})") from None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -200,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, required=True, help="number of samples")
     p.add_argument("--out", required=True, help="HDF5 file to write")
     p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
     for name, flag in FLAGS.items():
         p.add_argument(dashed(name), type=flag.type, default=None, help=flag_help(name))
     p.set_defaults(func=cmd_generate)
@@ -235,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory")
     p.add_argument("--input", required=True, help="HDF5 data file with inputs")
     p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
     p.add_argument("--batch-size", type=int, default=32, help="inputs per model call (default 32)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA if available; default)")
     p.set_defaults(func=cmd_predict)

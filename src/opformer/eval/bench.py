@@ -148,7 +148,8 @@ def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     with child:
         try:
             if held:
-                raise KeyboardInterrupt
+                signal.raise_signal(held[0])  # to the handler it was held from (the CLI's: exit 130 / 143)
+                raise KeyboardInterrupt  # where that handler does not raise
             status = None
             while child.poll() is None:
                 if time.monotonic() - start > settings.time_budget:
