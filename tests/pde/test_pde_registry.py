@@ -35,7 +35,7 @@ def test_the_cli_choices_and_flags_are_the_registry():
     for name, flag in FLAGS.items():
         assert options[dashed(name)].type is flag.type and options[dashed(name)].default is None
         assert options[dashed(name)].help == flag_help(name)
-    assert set(options) == {"-h", "--samples", "--out", "--seed", *map(dashed, FLAGS)}
+    assert set(options) == {"-h", "--samples", "--out", "--seed", "--force", *map(dashed, FLAGS)}
 
 
 def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
