@@ -1,5 +1,7 @@
 """Atomic writes: the target is replaced whole or not at all, and no temporary file is left behind."""
 
+import os
+
 import pytest
 
 from opformer.io import atomic_replace, write_atomic
@@ -29,3 +31,22 @@ def test_the_temporary_is_a_hidden_sibling_with_the_given_suffix(tmp_path):
         assert tmp.parent == tmp_path and tmp.name.startswith(".movie.gif.") and tmp.suffix == ".gif"
         tmp.write_bytes(b"GIF89a")
     assert (tmp_path / "movie.gif").read_bytes() == b"GIF89a"
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    path = tmp_path / "data.h5"
+    stale = [tmp_path / f".data.h5.{dead}.abcd1234.tmp", tmp_path / ".data.h5.q1w2e3r4.tmp"]  # and an old name
+    alive = tmp_path / f".data.h5.{os.getppid()}.zxcv5678.tmp"  # a writer that is still running
+    other = tmp_path / f".other.h5.{dead}.abcd1234.tmp"
+    parts = tmp_path / ".data.h5.parts"
+    parts.mkdir()
+    for p in (*stale, alive, other):
+        p.write_text("partial")
+    write_atomic(path, "whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".data.h5.parts", alive.name, other.name,
+                                                                 "data.h5"])

@@ -1,11 +1,13 @@
 """Atomic file writes: every file opformer writes goes to a temporary sibling and is renamed into place.
 
 A killed process therefore leaves either the old file or the new one, never a partial one; the temporary
-file (``.NAME.XXXX.tmp`` beside the target) is removed on any error.
+file (``.NAME.PID.XXXX.tmp`` beside the target) is removed on any error, and one that a ``kill -9`` left is
+removed by the next write of the same file.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from collections.abc import Iterator
@@ -13,9 +15,41 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove the temporary siblings of ``path`` left by writers that were killed (their process is gone).
+
+    A temporary is named ``.NAME.PID.XXXXXXXX.SUFFIX``; one without a readable PID (an older opformer's) counts
+    as stale too. Returns what was removed.
+    """
+    removed = []
+    for candidate in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        rest = candidate.name[len(path.name) + 2:].split(".")  # [PID, XXXXXXXX, SUFFIX] or an older [XXXXXXXX, tmp]
+        older = rest[-1:] == ["tmp"] and len(rest) == 2
+        if not candidate.is_file() or not (older or len(rest) == 3 and rest[0].isdigit()):
+            continue  # not one of ours (e.g. the folder of resumable chunks)
+        if older or (int(rest[0]) != os.getpid() and not _alive(int(rest[0]))):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
+    return removed
+
+
 def atomic_path(path: Path, suffix: str = ".tmp") -> Path:
-    """A new, empty temporary sibling of ``path`` (ordinary file permissions) to write before the rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    """A new, empty temporary sibling of ``path`` (ordinary file permissions) to write before the rename.
+
+    Temporaries that killed writers left for the same ``path`` are removed first.
+    """
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
