@@ -1,7 +1,8 @@
 """Typed, validated run configurations.
 
 A run config is a YAML mapping with the sections below; unknown keys are errors that name the valid ones,
-and every value is type-checked. ``model`` is a free mapping validated by :func:`opformer.build_model`.
+and every value is type-checked (:mod:`opformer.validate`). ``model`` is a free mapping validated by
+:func:`opformer.build_model`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from opformer.errors import ConfigError
+from opformer.validate import from_mapping
 
 
 @dataclass
@@ -168,66 +168,9 @@ class RunConfig:
     seed: int = 1127802
 
 
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    return getattr(typing.get_origin(tp) or tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check ``value`` against the annotation ``tp``; return it (ints are accepted for floats)."""
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        return _from_mapping(tp, value, where)
-    if origin is Literal:
-        if value in typing.get_args(tp):
-            return value
-    elif isinstance(tp, types.UnionType) or origin is typing.Union:
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(value, option, where)
-            except ConfigError:
-                continue
-    elif tp is type(None):
-        if value is None:
-            return None
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif origin is list:
-        (item,) = typing.get_args(tp)
-        if isinstance(value, (list, tuple)):
-            return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        if isinstance(value, dict):
-            return dict(value)
-    elif isinstance(value, tp):
-        return value
-    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
-
-
-def _from_mapping(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        raise ConfigError(f"{where + '.' if where else ''}{unknown[0]}: unknown key; valid keys: {', '.join(names)}")
-    values = {k: _coerce(v, hints[k], f"{where + '.' if where else ''}{k}") for k, v in data.items()}
-    return cls(**values)
-
-
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Validate a plain mapping into a :class:`RunConfig`."""
-    return _from_mapping(RunConfig, data, "")
+    return from_mapping(RunConfig, data, "")
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

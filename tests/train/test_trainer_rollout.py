@@ -29,7 +29,7 @@ class TimeMix(nn.Module):
 
 @pytest.fixture(autouse=True)
 def time_mix(monkeypatch):
-    monkeypatch.setitem(registry.MODELS, "time_mix", TimeMix)
+    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
 
 
 def rollout_config(path, **rollout):

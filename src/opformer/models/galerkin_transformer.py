@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.nn.encoder import SimpleEncoderLayer
+from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.positional import grid_coordinates
 from opformer.nn.regressors import SpectralRegressor
 
@@ -53,23 +53,11 @@ class GalerkinTransformer1d(nn.Module):
         self.length = length
         self.periodic = periodic
         self.feature_extractor = nn.Linear(in_channels, d_model)
-        self.encoder = nn.ModuleList(
-            SimpleEncoderLayer(
-                d_model,
-                n_head,
-                dim_ff,
-                attention_type=attention_type,
-                norm_scheme=norm_scheme,
-                pos_dim=1,
-                activation=activation,
-                dropout=dropout,
-                ffn_dropout=ffn_dropout,
-                attention_dropout=attention_dropout,
-                eps=layer_norm_eps,
-                xavier_gain=xavier_gain,
-                diagonal_weight=diagonal_weight,
-            )
-            for _ in range(n_layers)
+        self.encoder = SimpleEncoder(
+            n_layers, d_model, n_head=n_head, dim_ff=dim_ff, attention_type=attention_type, norm_scheme=norm_scheme,
+            pos_dim=1, activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
+            attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
+            diagonal_weight=diagonal_weight,
         )
         self.decoder = SpectralRegressor(
             d_model,
@@ -89,7 +77,4 @@ class GalerkinTransformer1d(nn.Module):
         pos = grid_coordinates(
             (x.shape[1],), lengths=self.length, periodic=self.periodic, device=x.device, dtype=x.dtype
         )
-        h = self.feature_extractor(x)
-        for layer in self.encoder:
-            h = layer(h, pos)
-        return self.decoder(h)
+        return self.decoder(self.encoder(self.feature_extractor(x), pos))

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from opformer.errors import ConfigError, DataError
 from opformer.nn.attention import check_choice
-from opformer.nn.encoder import SimpleEncoderLayer
+from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.regressors import PointwiseRegressor, SpectralRegressor
@@ -71,14 +71,11 @@ class GalerkinTransformer2d(nn.Module):
         self.length = length
         self.decoder_type = decoder
         self.downsample = DownsampleCiNN(in_channels, d_model, coarse_size, dropout=downsample_dropout)
-        self.encoder = nn.ModuleList(
-            SimpleEncoderLayer(
-                d_model, n_head, dim_ff, attention_type=attention_type, norm_scheme=norm_scheme, pos_dim=2,
-                activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
-                attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
-                diagonal_weight=diagonal_weight,
-            )
-            for _ in range(n_layers)
+        self.encoder = SimpleEncoder(
+            n_layers, d_model, n_head=n_head, dim_ff=dim_ff, attention_type=attention_type, norm_scheme=norm_scheme,
+            pos_dim=2, activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
+            attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
+            diagonal_weight=diagonal_weight,
         )
         if decoder == "spectral":
             self.upsample = UpsampleCiNN(d_model, dropout=upsample_dropout)
@@ -107,10 +104,7 @@ class GalerkinTransformer2d(nn.Module):
         h = self.downsample(x)
         coarse_pos = self._coordinates(n_c, h)
         h = h.reshape(batch, n_c * n_c, -1)
-        flat_pos = coarse_pos.reshape(n_c * n_c, 2)
-        for layer in self.encoder:
-            h = layer(h, flat_pos)
-        h = h.reshape(batch, n_c, n_c, -1)
+        h = self.encoder(h, coarse_pos.reshape(n_c * n_c, 2)).reshape(batch, n_c, n_c, -1)
         if self.decoder_type == "pointwise":
             return self.regressor(append_coordinates(h, coarse_pos))
         h = self.upsample(h, (fine, fine))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
 from opformer.nn.attention import SimpleAttention
@@ -67,4 +69,18 @@ class SimpleEncoderLayer(nn.Module):
         x = x + self.dropout(self.ffn(x))
         if self.post_norms:
             x = self.norm2(x)
+        return x
+
+
+class SimpleEncoder(nn.ModuleList):
+    """``n_layers`` :class:`SimpleEncoderLayer` of the same settings (``layer_kwargs``), applied in turn to tokens
+    ``(batch, N, d_model)`` with the same coordinates ``pos``."""
+
+    def __init__(self, n_layers: int, d_model: int, **layer_kwargs: Any) -> None:
+        super().__init__(SimpleEncoderLayer(d_model, **layer_kwargs) for _ in range(n_layers))
+
+    def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
+        """Apply every layer to ``x``."""
+        for layer in self:
+            x = layer(x, pos)
         return x
