@@ -1,8 +1,8 @@
 """Typed, validated run configurations.
 
 A run config is a YAML mapping with the sections below; unknown keys are errors that name the valid ones,
-and every value is type-checked (:mod:`opformer.validate`). ``model`` is a free mapping validated by
-:func:`opformer.build_model`.
+and every value is type-checked (:mod:`opformer.validate`). ``model`` names a registry model (or a preset)
+and is resolved and validated by :func:`resolve_model_section`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Literal
 import yaml
 
 from opformer.errors import ConfigError
-from opformer.validate import from_mapping
+from opformer.models.registry import model_keys, preset, resolve_model_config
+from opformer.validate import check_type, from_mapping
 
 
 @dataclass
@@ -166,6 +167,36 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
     seed: int = 1127802
+
+    def __post_init__(self) -> None:
+        self.model = resolve_model_section(self.model, self.rollout)
+
+
+def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict[str, Any]:
+    """The ``model`` section fully resolved (as ``config.yaml`` stores it): every key and default filled in.
+
+    ``preset: <name>`` starts from that preset of :data:`opformer.models.PRESETS`; the section's other keys
+    override it. A model that takes ``t_in``/``t_out`` gets them from the ``rollout`` section (a preset's
+    values give way to it); stating them under ``model`` as well is allowed only if they agree. An empty
+    section stays empty (``build_model`` reports the missing name).
+    """
+    if not model:
+        return model
+    given = {k: v for k, v in model.items() if k != "preset"}
+    section = given
+    if "preset" in model:
+        name = check_type(model["preset"], str, "model.preset")
+        try:
+            section = {**preset(name), **given}
+        except ConfigError as exc:
+            raise ConfigError(f"model.preset: {exc}") from None
+    for key in ("t_in", "t_out"):
+        if key in model_keys(section):
+            if key in given and given[key] != getattr(rollout, key):
+                raise ConfigError(f"model.{key}: is {given[key]!r} but rollout.{key} is {getattr(rollout, key)}; "
+                                  f"give {key} once, under rollout")
+            section[key] = getattr(rollout, key)
+    return resolve_model_config(section)
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
