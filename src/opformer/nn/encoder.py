@@ -26,22 +26,10 @@ class SimpleEncoderLayer(nn.Module):
     ``attention_dropout`` on the attention weights; all are active in training only.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int = 1,
-        dim_ff: int | None = None,
-        attention_type: str = "galerkin",
-        norm_scheme: str = "galerkin",
-        pos_dim: int = 1,
-        activation: str = "relu",
-        dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        eps: float = 1e-5,
-        xavier_gain: float = 0.01,
-        diagonal_weight: float = 0.01,
-    ) -> None:
+    def __init__(self, d_model: int, n_head: int = 1, dim_ff: int | None = None, attention_type: str = "galerkin",
+                 norm_scheme: str = "galerkin", pos_dim: int = 1, activation: str = "relu", dropout: float = 0.0,
+                 ffn_dropout: float = 0.0, attention_dropout: float = 0.0, eps: float = 1e-5, xavier_gain: float = 0.01,
+                 diagonal_weight: float = 0.01) -> None:
         super().__init__()
         self.attention = SimpleAttention(
             d_model,
