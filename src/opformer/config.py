@@ -183,7 +183,7 @@ def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict
     if not model:
         return model
     given = {k: v for k, v in model.items() if k != "preset"}
-    section = given
+    section = dict(given)
     if "preset" in model:
         name = check_type(model["preset"], str, "model.preset")
         try:

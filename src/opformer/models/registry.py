@@ -1,4 +1,5 @@
-"""Model registry: names -> classes, presets, and ``build_model`` from a plain config."""
+"""Model registry: names -> model entries (class, fixed spatial dimension, defaults), presets, and ``build_model``
+from a plain config."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class ModelEntry:
 MODELS: dict[str, ModelEntry] = {
     "galerkin_transformer_1d": ModelEntry(GalerkinTransformer1d),
     "galerkin_transformer_2d": ModelEntry(GalerkinTransformer2d),
-    "fno1d": ModelEntry(FNO, {"ndim": 1, "output_size": None}),
+    "fno1d": ModelEntry(FNO, {"ndim": 1, "output_size": None}),  # block averages (output_size) are 2D
     "fno2d": ModelEntry(FNO, {"ndim": 2}, {"width": 32, "modes": 12, "periodic": False}),
     # time-dependent baselines: (batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)
     "fno2d_time": ModelEntry(FNOTime, {"ndim": 2}),
@@ -97,6 +98,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_layers": 4, "latent_dim": 256, "fourier_scale": 8.0, "attention": "linear",
     },
 }
+
 
 def preset(name: str) -> dict[str, Any]:
     """Return a copy of the named model config in ``PRESETS``."""
