@@ -95,14 +95,16 @@ def test_model_section_names_a_preset_and_overrides_it():
     config = config_from_dict({"model": {"preset": "gt_darcy", "attention_type": "linear", "coarse_size": 61}})
     assert config.model["name"] == "galerkin_transformer_2d"
     assert (config.model["attention_type"], config.model["coarse_size"]) == ("linear", 61)
-    assert config.model["d_model"] == 128 and "preset" not in config.model  # resolved: every default filled in
+    assert config.model == {"name": "galerkin_transformer_2d", "attention_type": "linear", "coarse_size": 61}
     assert config_from_dict(config_to_dict(config)).model == config.model  # the stored form reloads unchanged
     with pytest.raises(ConfigError, match="model.preset: unknown model preset 'gt'; valid presets: dil_resnet2d_ns"):
         config_from_dict({"model": {"preset": "gt"}})
     with pytest.raises(ConfigError, match="model.preset: expected str, got 3"):
         config_from_dict({"model": {"preset": 3}})
     with pytest.raises(ConfigError, match="model.depth: unknown key; valid keys: in_channels, out_channels"):
-        config_from_dict({"model": {"preset": "gt_burgers", "depth": 3}})
+        config_from_dict({"model": {"preset": "gt_burgers", "depth": 3}})  # validated when loaded
+    with pytest.raises(ConfigError, match="model.width: expected int, got '8'"):
+        config_from_dict({"model": {"name": "fno1d", "width": "8"}})
     assert config_from_dict({}).model == {}
 
 

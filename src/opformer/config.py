@@ -173,12 +173,14 @@ class RunConfig:
 
 
 def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict[str, Any]:
-    """The ``model`` section fully resolved (as ``config.yaml`` stores it): every key and default filled in.
+    """The ``model`` section resolved and validated (as ``config.yaml`` stores it): no preset reference left.
 
     ``preset: <name>`` starts from that preset of :data:`opformer.models.PRESETS`; the section's other keys
     override it. A model that takes ``t_in``/``t_out`` gets them from the ``rollout`` section (a preset's
-    values give way to it); stating them under ``model`` as well is allowed only if they agree. An empty
-    section stays empty (``build_model`` reports the missing name).
+    values give way to it); stating them under ``model`` as well is allowed only if they agree. The result is
+    checked by :func:`opformer.models.registry.resolve_model_config` (names, keys, types); the class defaults
+    are filled in when the model is built (``model.config``). An empty section stays empty (``build_model``
+    reports the missing name).
     """
     if not model:
         return model
@@ -196,7 +198,8 @@ def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict
                 raise ConfigError(f"model.{key}: is {given[key]!r} but rollout.{key} is {getattr(rollout, key)}; "
                                   f"give {key} once, under rollout")
             section[key] = getattr(rollout, key)
-    return resolve_model_config(section)
+    resolve_model_config(section)
+    return section
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
