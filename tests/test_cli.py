@@ -116,7 +116,7 @@ def test_bad_config_inputs(capsys, trained_run, tmp_path):
     one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r", "--set", "train.epochs=many")[::2],
                    "train.epochs: expected int, got 'many'")
     one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r", "--set", "model.depth=3")[::2],
-                   "model: unknown key 'depth'; valid keys:")
+                   "model.depth: unknown key; valid keys:")
     assert not (tmp_path / "r" / "last.pt").exists()
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opformer.config import apply_overrides, config_from_dict, load_config, safe_load_yaml
+from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config, safe_load_yaml
 from opformer.errors import ConfigError
 
 
@@ -89,3 +89,32 @@ def test_every_shipped_config_is_valid_and_builds_its_model(path):
         elif model.config["name"] == "galerkin_transformer_2d":
             assert (size, model.config["coarse_size"]) in ((141, 43), (211, 61))
             assert sum(p.numel() for p in model.parameters()) == 2_220_829
+
+
+def test_model_section_names_a_preset_and_overrides_it():
+    config = config_from_dict({"model": {"preset": "gt_darcy", "attention_type": "linear", "coarse_size": 61}})
+    assert config.model["name"] == "galerkin_transformer_2d"
+    assert (config.model["attention_type"], config.model["coarse_size"]) == ("linear", 61)
+    assert config.model == {"name": "galerkin_transformer_2d", "attention_type": "linear", "coarse_size": 61}
+    assert config_from_dict(config_to_dict(config)).model == config.model  # the stored form reloads unchanged
+    with pytest.raises(ConfigError, match="model.preset: unknown model preset 'gt'; valid presets: dil_resnet2d_ns"):
+        config_from_dict({"model": {"preset": "gt"}})
+    with pytest.raises(ConfigError, match="model.preset: expected str, got 3"):
+        config_from_dict({"model": {"preset": 3}})
+    with pytest.raises(ConfigError, match="model.depth: unknown key; valid keys: in_channels, out_channels"):
+        config_from_dict({"model": {"preset": "gt_burgers", "depth": 3}})  # validated when loaded
+    with pytest.raises(ConfigError, match="model.width: expected int, got '8'"):
+        config_from_dict({"model": {"name": "fno1d", "width": "8"}})
+    assert config_from_dict({}).model == {}
+
+
+def test_time_models_take_t_in_and_t_out_from_the_rollout_section():
+    # the preset's t_in 10, t_out 4 give way to the rollout section's
+    config = config_from_dict({"model": {"preset": "factformer_kolmogorov"}, "rollout": {"t_in": 3, "t_out": 1}})
+    assert (config.model["t_in"], config.model["t_out"]) == (3, 1)
+    assert config_from_dict({"model": {"name": "ffno2d"}}).model["t_in"] == 10  # rollout's default
+    agreed = config_from_dict({"model": {"name": "ffno2d", "t_in": 4}, "rollout": {"t_in": 4}})
+    assert agreed.model["t_in"] == 4
+    with pytest.raises(ConfigError, match="model.t_out: is 2 but rollout.t_out is 1; give t_out once, under rollout"):
+        config_from_dict({"model": {"name": "ffno2d", "t_out": 2}})
+    assert "t_in" not in config_from_dict({"model": {"name": "fno1d"}}).model  # not a time model

@@ -1,7 +1,8 @@
 """Typed, validated run configurations.
 
 A run config is a YAML mapping with the sections below; unknown keys are errors that name the valid ones,
-and every value is type-checked. ``model`` is a free mapping validated by :func:`opformer.build_model`.
+and every value is type-checked (:mod:`opformer.validate`). ``model`` names a registry model (or a preset)
+and is resolved and validated by :func:`resolve_model_section`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +17,8 @@ from typing import Any, Literal
 import yaml
 
 from opformer.errors import ConfigError
+from opformer.models.registry import model_keys, preset, resolve_model_config
+from opformer.validate import check_type, from_mapping
 
 
 @dataclass
@@ -167,67 +168,43 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
     seed: int = 1127802
 
-
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    return getattr(typing.get_origin(tp) or tp, "__name__", str(tp))
+    def __post_init__(self) -> None:
+        self.model = resolve_model_section(self.model, self.rollout)
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check ``value`` against the annotation ``tp``; return it (ints are accepted for floats)."""
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        return _from_mapping(tp, value, where)
-    if origin is Literal:
-        if value in typing.get_args(tp):
-            return value
-    elif isinstance(tp, types.UnionType) or origin is typing.Union:
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(value, option, where)
-            except ConfigError:
-                continue
-    elif tp is type(None):
-        if value is None:
-            return None
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif origin is list:
-        (item,) = typing.get_args(tp)
-        if isinstance(value, (list, tuple)):
-            return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        if isinstance(value, dict):
-            return dict(value)
-    elif isinstance(value, tp):
-        return value
-    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict[str, Any]:
+    """The ``model`` section resolved and validated (as ``config.yaml`` stores it): no preset reference left.
 
-
-def _from_mapping(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        raise ConfigError(f"{where + '.' if where else ''}{unknown[0]}: unknown key; valid keys: {', '.join(names)}")
-    values = {k: _coerce(v, hints[k], f"{where + '.' if where else ''}{k}") for k, v in data.items()}
-    return cls(**values)
+    ``preset: <name>`` starts from that preset of :data:`opformer.models.PRESETS`; the section's other keys
+    override it. A model that takes ``t_in``/``t_out`` gets them from the ``rollout`` section (a preset's
+    values give way to it); stating them under ``model`` as well is allowed only if they agree. The result is
+    checked by :func:`opformer.models.registry.resolve_model_config` (names, keys, types); the class defaults
+    are filled in when the model is built (``model.config``). An empty section stays empty (``build_model``
+    reports the missing name).
+    """
+    if not model:
+        return model
+    given = {k: v for k, v in model.items() if k != "preset"}
+    section = dict(given)
+    if "preset" in model:
+        name = check_type(model["preset"], str, "model.preset")
+        try:
+            section = {**preset(name), **given}
+        except ConfigError as exc:
+            raise ConfigError(f"model.preset: {exc}") from None
+    for key in ("t_in", "t_out"):
+        if key in model_keys(section):
+            if key in given and given[key] != getattr(rollout, key):
+                raise ConfigError(f"model.{key}: is {given[key]!r} but rollout.{key} is {getattr(rollout, key)}; "
+                                  f"give {key} once, under rollout")
+            section[key] = getattr(rollout, key)
+    resolve_model_config(section)
+    return section
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Validate a plain mapping into a :class:`RunConfig`."""
-    return _from_mapping(RunConfig, data, "")
+    return from_mapping(RunConfig, data, "")
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import torch
 
 from opformer.errors import ConfigError, DataError
 from opformer.models import build_model, preset
-from opformer.models.factformer import FactFormer2d, FactFormer2dSteady, FactFormer3d
+from opformer.models.factformer import FactFormer2dSteady, FactFormerTime
 from opformer.nn.linear_attention import LinearKernelAttention
 
 
@@ -47,10 +47,11 @@ def _steady_params(c, d, heads, head_dim, km, layers, cnn_layers) -> int:
 
 
 def test_parameter_counts_by_formula():
-    assert _count(FactFormer2d(t_in=3, t_out=2, in_channels=2, d_model=16, n_head=2, head_dim=4, kernel_multiplier=3,
-                               n_layers=2, latent_dim=24)) == _time_params(2, 3, 2, 2, 16, 2, 4, 3, 2, 24)
-    assert _count(FactFormer3d(t_in=2, t_out=3, in_channels=1, d_model=8, n_head=3, head_dim=2, n_layers=1,
-                               latent_dim=16)) == _time_params(3, 2, 3, 1, 8, 3, 2, 3, 1, 16)
+    two = FactFormerTime(2, t_in=3, t_out=2, in_channels=2, d_model=16, n_head=2, head_dim=4, kernel_multiplier=3,
+                         n_layers=2, latent_dim=24)
+    assert _count(two) == _time_params(2, 3, 2, 2, 16, 2, 4, 3, 2, 24)
+    assert _count(FactFormerTime(3, t_in=2, t_out=3, in_channels=1, d_model=8, n_head=3, head_dim=2, n_layers=1,
+                                 kernel_multiplier=3, latent_dim=16)) == _time_params(3, 2, 3, 1, 8, 3, 2, 3, 1, 16)
     assert _count(FactFormer2dSteady(d_model=16, n_head=2, head_dim=4, n_layers=2, cnn_layers=1)) == (
         _steady_params(1, 16, 2, 4, 2, 2, 1)
     )
@@ -111,11 +112,11 @@ def test_steady_model_shapes_and_zero_padded_cnn():
 
 def test_bad_constructor_values():
     with pytest.raises(ConfigError, match="attention: unknown value 'softmax'"):
-        FactFormer2d(attention="softmax", **TINY)
+        FactFormerTime(2, attention="softmax", **TINY)
     with pytest.raises(ConfigError, match="multiple of decoder_groups"):
-        FactFormer2d(latent_dim=20, **TINY)
+        FactFormerTime(2, latent_dim=20, **TINY)
     with pytest.raises(ConfigError, match="t_in, t_out"):
-        FactFormer3d(t_out=0, **TINY)
+        FactFormerTime(3, t_out=0, **TINY)
     with pytest.raises(ConfigError, match="must be >= 1"):
         FactFormer2dSteady(d_model=16, n_head=0)
 
@@ -124,8 +125,8 @@ def test_latent_marching_steps_share_the_decoder():
     """A model marching 4 steps and one marching 2 with the same weights agree on the first 2 frames; each step
     is a new latent state (frames differ), and the step embeddings are learned parameters."""
     torch.manual_seed(0)
-    four = FactFormer2d(t_in=2, t_out=4, latent_dim=16, **TINY).eval()
-    two = FactFormer2d(t_in=2, t_out=2, latent_dim=16, **TINY).eval()
+    four = FactFormerTime(2, t_in=2, t_out=4, latent_dim=16, **TINY).eval()
+    two = FactFormerTime(2, t_in=2, t_out=2, latent_dim=16, **TINY).eval()
     state = four.state_dict()
     state["marcher.step_embedding"] = state["marcher.step_embedding"][:2]
     two.load_state_dict(state)
@@ -153,8 +154,8 @@ def test_learns_tiny_advection_problem():
     torch.manual_seed(0)
     x_train, y_train = _advection_windows(16, 16, 2, 2, seed=1)
     x_test, y_test = _advection_windows(8, 16, 2, 2, seed=2)
-    model = FactFormer2d(t_in=2, t_out=2, d_model=16, n_head=2, head_dim=8, n_layers=2, latent_dim=32,
-                         fourier_scale=1.0)
+    model = FactFormerTime(2, t_in=2, t_out=2, d_model=16, n_head=2, head_dim=8, n_layers=2, latent_dim=32,
+                           fourier_scale=1.0)
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
 
     def error(x, y):

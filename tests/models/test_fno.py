@@ -1,10 +1,10 @@
-"""FNO1d: the baseline's parameter count, layer structure and resolution handling."""
+"""FNO (fno1d): the baseline's parameter count, layer structure and resolution handling."""
 
 from __future__ import annotations
 
 import torch
 
-from opformer.models import FNO1d, build_model, preset
+from opformer.models import FNO, build_model, preset
 
 
 def test_fno1d_burgers_parameter_count():
@@ -14,14 +14,14 @@ def test_fno1d_burgers_parameter_count():
 
 
 def test_activation_after_all_but_last_layer():
-    model = FNO1d(width=8, modes=4, n_layers=3)
+    model = FNO(1, width=8, modes=4, n_layers=3)
     kinds = [type(layer.activation).__name__ for layer in model.layers]
     assert kinds == ["ReLU", "ReLU", "Identity"]
 
 
 def test_forward_is_lift_layers_projection_with_coordinates():
     torch.manual_seed(0)
-    model = FNO1d(in_channels=2, out_channels=3, width=8, modes=4, n_layers=2, projection_width=16).double()
+    model = FNO(1, in_channels=2, out_channels=3, width=8, modes=4, n_layers=2, projection_width=16).double()
     x = torch.randn(2, 20, 2, dtype=torch.float64)
     pos = (torch.arange(20, dtype=torch.float64) / 20).view(1, 20, 1).expand(2, 20, 1)
     h = model.lift(torch.cat([x, pos], dim=-1))

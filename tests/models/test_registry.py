@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
 import torch
 
 from opformer.errors import ConfigError
-from opformer.models import MODELS, PRESETS, build_model, preset
+from opformer.models import PRESETS, build_model, preset
+from opformer.models.registry import model_keys
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -17,8 +17,7 @@ def test_round_trip_through_config(name):
     model = build_model(preset(name))
     config = json.loads(json.dumps(model.config))
     assert config["name"] == preset(name)["name"]
-    params = set(inspect.signature(type(model).__init__).parameters) - {"self"}
-    assert set(config) - {"name"} == params
+    assert set(config) - {"name"} == set(model_keys(config)) and "ndim" not in config
     rebuilt = build_model(config)
     assert type(rebuilt) is type(model)
     shapes = {k: v.shape for k, v in model.state_dict().items()}
@@ -50,8 +49,8 @@ def test_unknown_name_lists_valid_names():
 def test_unknown_key_lists_valid_keys():
     with pytest.raises(ConfigError) as info:
         build_model({"name": "fno1d", "foo": 1})
-    valid = ", ".join(sorted(set(inspect.signature(MODELS["fno1d"].__init__).parameters) - {"self"}))
-    assert str(info.value) == f"model: unknown key 'foo'; valid keys: {valid}"
+    valid = "in_channels, out_channels, width, modes, n_layers, projection_width, activation, length, periodic"
+    assert str(info.value) == f"model.foo: unknown key; valid keys: {valid}"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +59,7 @@ def test_unknown_key_lists_valid_keys():
      ("periodic", 1), ("attention_type", 3)],
 )
 def test_wrong_types_rejected(key, value):
-    with pytest.raises(ConfigError, match=f"key '{key}' expects"):
+    with pytest.raises(ConfigError, match=f"model.{key}: expected "):
         build_model({"name": "galerkin_transformer_1d", key: value})
 
 
@@ -80,3 +79,55 @@ def test_presets_are_copies_and_unknown_preset_errors():
     assert "d_model" not in PRESETS["gt_burgers"]
     with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, factformer_darcy, factformer_kolmogorov, factformer_turbulence3d, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
         preset("nope")
+
+
+# parameter counts of every preset, measured before the per-dimension classes were folded into one class each
+PRESET_PARAMETERS = {
+    "dil_resnet2d_ns": 4_152_321, "dil_resnet3d_velocity": 12_459_398, "factformer_darcy": 3_742_977,
+    "factformer_kolmogorov": 3_453_569, "factformer_turbulence3d": 5_032_067, "ffno2d_kolmogorov": 1_336_148,
+    "ffno2d_ns": 2_371_137, "ffno3d_velocity": 465_542, "fno1d_burgers": 549_569, "fno2d_darcy": 2_368_001,
+    "fno2d_darcy_inverse": 2_368_001, "fno2d_time_ns": 926_357, "fno3d_time_velocity": 6_559_062,
+    "ft_burgers": 530_305, "ft_darcy": 2_220_829, "gt_burgers": 530_305, "gt_darcy": 2_220_829,
+    "gt_darcy_inverse": 2_348_353, "linear_kolmogorov": 1_350_273, "lt_burgers": 530_305, "st_burgers": 530_305,
+}
+
+
+def test_every_preset_keeps_its_parameter_count():
+    assert set(PRESET_PARAMETERS) == set(PRESETS)
+    for name, count in PRESET_PARAMETERS.items():
+        assert sum(p.numel() for p in build_model(preset(name)).parameters()) == count, name
+
+
+# model.config as checkpoints written before the fold store it (all constructor arguments, no ndim)
+OLD_CONFIGS = [
+    ({"name": "ffno3d", "t_in": 10, "t_out": 1, "in_channels": 1, "out_channels": None, "width": 64, "modes": 16,
+      "n_layers": 8, "ffn_width": None, "projection_width": 128, "activation": "gelu", "share_weights": False,
+      "length": 1.0, "periodic": True}, 3_419_777, 62),
+    ({"name": "fno3d_time", "t_in": 10, "t_out": 1, "in_channels": 1, "out_channels": None, "width": 20, "modes": 8,
+      "n_layers": 4, "projection_width": 128, "activation": "gelu", "length": 1.0, "periodic": True}, 6_558_377, 18),
+    ({"name": "fno1d", "in_channels": 1, "out_channels": 1, "width": 64, "modes": 16, "n_layers": 4,
+      "projection_width": 128, "activation": "relu", "length": 1.0, "periodic": True}, 549_569, 18),
+    ({"name": "factformer3d", "t_in": 10, "t_out": 2, "in_channels": 3, "out_channels": None, "d_model": 128,
+      "n_head": 6, "head_dim": 64, "kernel_multiplier": 3, "n_layers": 4, "latent_dim": 256, "block_latent": None,
+      "decoder_groups": 8, "fourier_scale": 8.0, "rope_scale": 64.0, "attention": "factorized", "length": 1.0,
+      "periodic": True}, 5_032_067, 174),
+]
+
+
+@pytest.mark.parametrize(("config", "count", "n_tensors"), OLD_CONFIGS, ids=[c[0]["name"] for c in OLD_CONFIGS])
+def test_old_style_full_configs_build_the_same_model(config, count, n_tensors):
+    model = build_model(config)
+    assert model.config == config  # so a resumed run's checkpoint spec still matches
+    assert sum(p.numel() for p in model.parameters()) == count
+    assert len(model.state_dict()) == n_tensors
+    # the bare name builds the same model: the registry entry supplies ndim and the name's own defaults
+    assert {k: v.shape for k, v in build_model({"name": config["name"]}).state_dict().items()} == (
+        {k: v.shape for k, v in model.state_dict().items()})
+
+
+def test_ndim_is_fixed_by_the_name():
+    with pytest.raises(ConfigError, match="model.ndim: unknown key; valid keys: t_in, t_out"):
+        build_model({"name": "ffno2d", "ndim": 3})
+    with pytest.raises(ConfigError, match="model.output_size: unknown key"):
+        build_model({"name": "fno1d", "output_size": 4})
+    assert build_model({"name": "dil_resnet3d", "width": 8, "n_blocks": 1}).ndim == 3

@@ -10,9 +10,9 @@ import torch
 
 from opformer.errors import ConfigError, DataError
 from opformer.models import build_model, preset
-from opformer.models.dil_resnet import DilResNet2d, DilResNet3d
-from opformer.models.ffno import FFNO2d, FFNO3d
-from opformer.models.fno_time import FNO2dTime, FNO3dTime
+from opformer.models.dil_resnet import DilResNet
+from opformer.models.ffno import FFNO
+from opformer.models.fno_time import FNOTime
 
 
 def _count(model: torch.nn.Module) -> int:
@@ -47,22 +47,22 @@ def _dil_resnet_params(ndim, t_in, t_out, c, width, n_blocks) -> int:
 
 
 def test_parameter_counts_by_formula():
-    assert _count(FNO2dTime(t_in=3, t_out=2, in_channels=2, width=8, modes=4, n_layers=3, projection_width=16)) == (
+    assert _count(FNOTime(2, t_in=3, t_out=2, in_channels=2, width=8, modes=4, n_layers=3, projection_width=16)) == (
         _fno_time_params(2, 3, 2, 2, 8, 4, 3, 16)
     )
-    assert _count(FNO3dTime(t_in=2, t_out=1, in_channels=3, width=6, modes=3, n_layers=2, projection_width=8)) == (
+    assert _count(FNOTime(3, t_in=2, t_out=1, in_channels=3, width=6, modes=3, n_layers=2, projection_width=8)) == (
         _fno_time_params(3, 2, 1, 3, 6, 3, 2, 8)
     )
-    assert _count(FFNO2d(t_in=3, t_out=2, in_channels=2, width=8, modes=5, n_layers=3, projection_width=16)) == (
+    assert _count(FFNO(2, t_in=3, t_out=2, in_channels=2, width=8, modes=5, n_layers=3, projection_width=16)) == (
         _ffno_params(2, 3, 2, 2, 8, 5, 3, 32, 16)
     )
-    ffno3 = FFNO3d(t_in=2, in_channels=3, width=8, modes=4, n_layers=3, ffn_width=12, share_weights=True)
+    ffno3 = FFNO(3, t_in=2, in_channels=3, width=8, modes=4, n_layers=3, ffn_width=12, share_weights=True)
     assert _count(ffno3) == _ffno_params(3, 2, 1, 3, 8, 4, 3, 12, 128, shared=True)
     assert ffno3.layers[0].spectral is ffno3.layers[2].spectral
-    assert _count(DilResNet2d(t_in=3, t_out=2, in_channels=2, width=16, n_blocks=2, norm_groups=4)) == (
+    assert _count(DilResNet(2, t_in=3, t_out=2, in_channels=2, width=16, n_blocks=2, norm_groups=4)) == (
         _dil_resnet_params(2, 3, 2, 2, 16, 2)
     )
-    assert _count(DilResNet3d(t_in=2, in_channels=3, width=8, n_blocks=1, norm_groups=2)) == (
+    assert _count(DilResNet(3, t_in=2, in_channels=3, width=8, n_blocks=1, norm_groups=2)) == (
         _dil_resnet_params(3, 2, 1, 3, 8, 1)
     )
 
@@ -83,7 +83,7 @@ def test_preset_parameter_counts(name, count):
 
 def test_ffno_layer_is_improved_residual():
     torch.manual_seed(0)
-    model = FFNO2d(t_in=2, width=8, modes=3, n_layers=2, projection_width=8).double()
+    model = FFNO(2, t_in=2, width=8, modes=3, n_layers=2, projection_width=8).double()
     layer = model.layers[0]
     h = torch.randn(2, 6, 5, 8, dtype=torch.float64)
     expected = h + layer.ffn.linear2(layer.ffn.activation(layer.ffn.linear1(layer.spectral(h))))
@@ -117,9 +117,9 @@ def test_shapes_and_input_errors(name):
 
 def test_bad_constructor_values():
     with pytest.raises(ConfigError, match="t_in, t_out"):
-        FFNO2d(t_in=0)
+        FFNO(2, t_in=0)
     with pytest.raises(ConfigError, match="multiple of norm_groups"):
-        DilResNet2d(width=12, norm_groups=8)
+        DilResNet(2, width=12, norm_groups=8)
 
 
 def _band_limited(n: int, coeffs: torch.Tensor) -> torch.Tensor:

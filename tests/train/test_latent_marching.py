@@ -116,7 +116,7 @@ class TimeMix(nn.Module):
                                                ({"name": "factformer2d", "t_in": 3, "t_out": 2, "d_model": 8,
                                                  "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8}, 3)])
 def test_trainer_runs_the_lm_strategy(tmp_path, heat_file, monkeypatch, model, epochs):
-    monkeypatch.setitem(registry.MODELS, "time_mix", TimeMix)
+    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
     config = {"seed": 0, "model": model,
               "data": {"path": str(heat_file), "n_train": 6, "n_val": 2, "n_test": 2, "normalize_input": "channel",
                        "normalize_target": "channel"},

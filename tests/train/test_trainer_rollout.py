@@ -29,7 +29,7 @@ class TimeMix(nn.Module):
 
 @pytest.fixture(autouse=True)
 def time_mix(monkeypatch):
-    monkeypatch.setitem(registry.MODELS, "time_mix", TimeMix)
+    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
 
 
 def rollout_config(path, **rollout):
@@ -72,7 +72,7 @@ def test_bad_windows_and_models_are_one_line_errors(tmp_path, heat_file):
         Trainer(config_from_dict(rollout_config(heat_file, strategy="unroll", unroll_steps=10)), tmp_path / "a")
     config = rollout_config(heat_file)
     config["rollout"]["t_in"] = 4
-    with pytest.raises(ConfigError, match="rollout.t_in: is 4 but the model was built for t_in=3"):
+    with pytest.raises(ConfigError, match="model.t_in: is 3 but rollout.t_in is 4; give t_in once, under rollout"):
         Trainer(config_from_dict(config), tmp_path / "b")
     config = rollout_config(heat_file)
     config["data"]["normalize_input"] = "pointwise"

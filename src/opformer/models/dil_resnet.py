@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError, DataError
-from opformer.models.fno_time import channels_to_frames, check_time_sizes, frames_to_channels
+from opformer.models.time_layout import channels_to_frames, check_time_sizes, frames_to_channels
 from opformer.nn.mlp import make_activation
 
 DILATIONS = (1, 2, 4, 8, 4, 2, 1)
@@ -42,23 +42,16 @@ class DilatedBlock(nn.Module):
 
 
 class DilResNet(nn.Module):
-    """Encoder conv -> ``n_blocks`` dilated residual blocks -> decoder conv, on ``(batch, *spatial, t, c)``."""
+    """Encoder conv -> ``n_blocks`` dilated residual blocks -> decoder conv, on ``(batch, *spatial, t, c)`` with
+    ``ndim`` (2 or 3) spatial axes (``dil_resnet2d``, ``dil_resnet3d``); defaults as PDEArena: width 128,
+    4 blocks, GELU."""
 
-    ndim: int
-
-    def __init__(
-        self,
-        t_in: int,
-        t_out: int,
-        in_channels: int,
-        out_channels: int | None,
-        width: int,
-        n_blocks: int,
-        norm_groups: int,
-        activation: str,
-        periodic: bool,
-    ) -> None:
+    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 1, in_channels: int = 1,
+                 out_channels: int | None = None, width: int = 128, n_blocks: int = 4, norm_groups: int = 8,
+                 activation: str = "gelu", periodic: bool = True) -> None:
         super().__init__()
+        if ndim not in _CONVS:
+            raise ConfigError(f"Dil-ResNet supports 2 or 3 spatial dimensions, got {ndim}")
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)
         if min(width, n_blocks, norm_groups) < 1 or width % norm_groups:
@@ -66,12 +59,12 @@ class DilResNet(nn.Module):
                 f"Dil-ResNet needs width, n_blocks, norm_groups >= 1 and width a multiple of norm_groups, "
                 f"got width={width}, n_blocks={n_blocks}, norm_groups={norm_groups}"
             )
-        self.t_in, self.t_out, self.in_channels, self.periodic = t_in, t_out, in_channels, periodic
-        self.encoder = _conv(self.ndim, t_in * in_channels, width, 1, periodic)
+        self.ndim, self.t_in, self.t_out, self.in_channels, self.periodic = ndim, t_in, t_out, in_channels, periodic
+        self.encoder = _conv(ndim, t_in * in_channels, width, 1, periodic)
         self.blocks = nn.Sequential(
-            *(DilatedBlock(self.ndim, width, norm_groups, activation, periodic) for _ in range(n_blocks))
+            *(DilatedBlock(ndim, width, norm_groups, activation, periodic) for _ in range(n_blocks))
         )
-        self.decoder = _conv(self.ndim, width, t_out * out_channels, 1, periodic)
+        self.decoder = _conv(ndim, width, t_out * out_channels, 1, periodic)
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x`` ``(batch, *spatial, t_in, in_channels)`` to ``(batch, *spatial, t_out, out_channels)``."""
@@ -83,43 +76,3 @@ class DilResNet(nn.Module):
             )
         y = self.decoder(self.blocks(self.encoder(h))).movedim(1, -1)
         return channels_to_frames(y, self.t_out)
-
-
-class DilResNet2d(DilResNet):
-    """Dil-ResNet on a 2D grid (``dil_resnet2d``); defaults as PDEArena: width 128, 4 blocks, GELU."""
-
-    ndim = 2
-
-    def __init__(
-        self,
-        t_in: int = 10,
-        t_out: int = 1,
-        in_channels: int = 1,
-        out_channels: int | None = None,
-        width: int = 128,
-        n_blocks: int = 4,
-        norm_groups: int = 8,
-        activation: str = "gelu",
-        periodic: bool = True,
-    ) -> None:
-        super().__init__(t_in, t_out, in_channels, out_channels, width, n_blocks, norm_groups, activation, periodic)
-
-
-class DilResNet3d(DilResNet):
-    """Dil-ResNet on a 3D grid (``dil_resnet3d``)."""
-
-    ndim = 3
-
-    def __init__(
-        self,
-        t_in: int = 10,
-        t_out: int = 1,
-        in_channels: int = 1,
-        out_channels: int | None = None,
-        width: int = 128,
-        n_blocks: int = 4,
-        norm_groups: int = 8,
-        activation: str = "gelu",
-        periodic: bool = True,
-    ) -> None:
-        super().__init__(t_in, t_out, in_channels, out_channels, width, n_blocks, norm_groups, activation, periodic)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError, DataError
-from opformer.models.fno_time import check_time_sizes, frames_to_channels
+from opformer.models.time_layout import check_time_sizes, frames_to_channels
 from opformer.nn.attention import check_choice
 from opformer.nn.factorized import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
 from opformer.nn.linear_attention import LinearKernelAttention
@@ -85,25 +85,26 @@ class LatentMarcher(nn.Module):
 
 
 class FactFormerTime(nn.Module):
-    """FactFormer with latent marching: ``(batch, *spatial, t_in, in_channels) -> (batch, *spatial, t_out,
-    out_channels)``, ``t_out`` latent steps per call. See the module docstring."""
+    """FactFormer with latent marching on a periodic grid of ``ndim`` axes (``factformer2d``, ``factformer3d``):
+    ``(batch, *spatial, t_in, in_channels) -> (batch, *spatial, t_out, out_channels)``, ``t_out`` latent steps
+    per call. The defaults are the paper's Kolmogorov model; ``factformer3d`` defaults to its 3D turbulence model
+    (``t_out`` 2, 3 channels, 6 heads, kernel multiplier 3). See the module docstring."""
 
-    ndim: int
-
-    def __init__(self, t_in: int, t_out: int, in_channels: int, out_channels: int | None, d_model: int, n_head: int,
-                 head_dim: int, kernel_multiplier: int, n_layers: int, latent_dim: int, block_latent: int | None,
-                 decoder_groups: int, fourier_scale: float, rope_scale: float, attention: str, length: float,
-                 periodic: bool) -> None:
+    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 4, in_channels: int = 1,
+                 out_channels: int | None = None, d_model: int = 128, n_head: int = 8, head_dim: int = 64,
+                 kernel_multiplier: int = 2, n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None,
+                 decoder_groups: int = 8, fourier_scale: float = 8.0, rope_scale: float = 64.0,
+                 attention: str = "factorized", length: float = 1.0, periodic: bool = True) -> None:
         super().__init__()
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)
         if latent_dim < 1 or decoder_groups < 1 or latent_dim % decoder_groups:
             raise ConfigError(f"latent_dim ({latent_dim}) must be a positive multiple of decoder_groups "
                               f"({decoder_groups})")
-        self.t_in, self.t_out, self.in_channels = t_in, t_out, in_channels
+        self.ndim, self.t_in, self.t_out, self.in_channels = ndim, t_in, t_out, in_channels
         self.decoder_groups = decoder_groups
         self.lift = nn.Linear(t_in * in_channels, d_model)
-        self.encoder = FactFormerEncoder(self.ndim, d_model, n_head, head_dim, n_layers, kernel_multiplier,
+        self.encoder = FactFormerEncoder(ndim, d_model, n_head, head_dim, n_layers, kernel_multiplier,
                                          block_latent, fourier_scale, rope_scale, attention, length, periodic)
         self.expand = nn.Linear(d_model, latent_dim, bias=False)
         self.marcher = LatentMarcher(latent_dim, t_out)
@@ -118,36 +119,6 @@ class FactFormerTime(nn.Module):
         frames = [self.head(group_norm_last(z, self.decoder_groups, self.decoder_norm))
                   for z in self.marcher(self.expand(h))]
         return torch.stack(frames, dim=-2)
-
-
-class FactFormer2d(FactFormerTime):
-    """FactFormer with latent marching on a periodic 2D grid (``factformer2d``)."""
-
-    ndim = 2
-
-    def __init__(self, t_in: int = 10, t_out: int = 4, in_channels: int = 1, out_channels: int | None = None,
-                 d_model: int = 128, n_head: int = 8, head_dim: int = 64, kernel_multiplier: int = 2,
-                 n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None, decoder_groups: int = 8,
-                 fourier_scale: float = 8.0, rope_scale: float = 64.0, attention: str = "factorized",
-                 length: float = 1.0, periodic: bool = True) -> None:
-        super().__init__(t_in, t_out, in_channels, out_channels, d_model, n_head, head_dim, kernel_multiplier,
-                         n_layers, latent_dim, block_latent, decoder_groups, fourier_scale, rope_scale, attention,
-                         length, periodic)
-
-
-class FactFormer3d(FactFormerTime):
-    """FactFormer with latent marching on a periodic 3D grid (``factformer3d``)."""
-
-    ndim = 3
-
-    def __init__(self, t_in: int = 10, t_out: int = 2, in_channels: int = 3, out_channels: int | None = None,
-                 d_model: int = 128, n_head: int = 6, head_dim: int = 64, kernel_multiplier: int = 3,
-                 n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None, decoder_groups: int = 8,
-                 fourier_scale: float = 8.0, rope_scale: float = 64.0, attention: str = "factorized",
-                 length: float = 1.0, periodic: bool = True) -> None:
-        super().__init__(t_in, t_out, in_channels, out_channels, d_model, n_head, head_dim, kernel_multiplier,
-                         n_layers, latent_dim, block_latent, decoder_groups, fourier_scale, rope_scale, attention,
-                         length, periodic)
 
 
 class FactFormer2dSteady(nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.models.fno_time import channels_to_frames, check_time_sizes, frames_to_channels
+from opformer.models.time_layout import channels_to_frames, check_time_sizes, frames_to_channels
 from opformer.nn.factorized_spectral import FactorizedSpectralConv
 from opformer.nn.mlp import FeedForward
 from opformer.nn.positional import append_coordinates, grid_coordinates
@@ -27,40 +27,27 @@ class FFNOLayer(nn.Module):
 class FFNO(nn.Module):
     """Lift ``Linear(t_in*c + ndim coords, width)`` -> F-FNO layers -> ``Linear(width, p) -> act -> Linear``.
 
-    Input ``(batch, *spatial, t_in, in_channels)``, output ``(batch, *spatial, t_out, out_channels)``.
-    With ``share_weights`` one factorised spectral operator serves every layer (the FFNs stay per layer).
+    Input ``(batch, *spatial, t_in, in_channels)`` on a periodic grid of ``ndim`` axes (``ffno2d``,
+    ``ffno3d``), output ``(batch, *spatial, t_out, out_channels)``. With ``share_weights`` one factorised
+    spectral operator serves every layer (the FFNs stay per layer).
     """
 
-    ndim: int
-
-    def __init__(
-        self,
-        t_in: int,
-        t_out: int,
-        in_channels: int,
-        out_channels: int | None,
-        width: int,
-        modes: int,
-        n_layers: int,
-        ffn_width: int | None,
-        projection_width: int,
-        activation: str,
-        share_weights: bool,
-        length: float,
-        periodic: bool,
-    ) -> None:
+    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 1, in_channels: int = 1,
+                 out_channels: int | None = None, width: int = 64, modes: int = 16, n_layers: int = 8,
+                 ffn_width: int | None = None, projection_width: int = 128, activation: str = "gelu",
+                 share_weights: bool = False, length: float = 1.0, periodic: bool = True) -> None:
         super().__init__()
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)
         ffn_width = ffn_width or 4 * width
         if min(width, modes, n_layers, ffn_width, projection_width) < 1:
             raise ConfigError("F-FNO sizes (width, modes, n_layers, ffn_width, projection_width) must be >= 1")
-        self.t_in, self.t_out, self.in_channels = t_in, t_out, in_channels
+        self.ndim, self.t_in, self.t_out, self.in_channels = ndim, t_in, t_out, in_channels
         self.length, self.periodic = length, periodic
-        self.lift = nn.Linear(t_in * in_channels + self.ndim, width)
-        shared = FactorizedSpectralConv(width, width, modes, self.ndim) if share_weights else None
+        self.lift = nn.Linear(t_in * in_channels + ndim, width)
+        shared = FactorizedSpectralConv(width, width, modes, ndim) if share_weights else None
         self.layers = nn.ModuleList(
-            FFNOLayer(shared or FactorizedSpectralConv(width, width, modes, self.ndim), width, ffn_width, activation)
+            FFNOLayer(shared or FactorizedSpectralConv(width, width, modes, ndim), width, ffn_width, activation)
             for _ in range(n_layers)
         )
         self.projection = FeedForward(width, projection_width, t_out * out_channels, activation=activation)
@@ -75,57 +62,3 @@ class FFNO(nn.Module):
         for layer in self.layers:
             h = layer(h)
         return channels_to_frames(self.projection(h), self.t_out)
-
-
-class FFNO2d(FFNO):
-    """F-FNO on a periodic 2D grid (``ffno2d``)."""
-
-    ndim = 2
-
-    def __init__(
-        self,
-        t_in: int = 10,
-        t_out: int = 1,
-        in_channels: int = 1,
-        out_channels: int | None = None,
-        width: int = 64,
-        modes: int = 16,
-        n_layers: int = 8,
-        ffn_width: int | None = None,
-        projection_width: int = 128,
-        activation: str = "gelu",
-        share_weights: bool = False,
-        length: float = 1.0,
-        periodic: bool = True,
-    ) -> None:
-        super().__init__(
-            t_in, t_out, in_channels, out_channels, width, modes, n_layers, ffn_width, projection_width,
-            activation, share_weights, length, periodic,
-        )
-
-
-class FFNO3d(FFNO):
-    """F-FNO on a periodic 3D grid (``ffno3d``)."""
-
-    ndim = 3
-
-    def __init__(
-        self,
-        t_in: int = 10,
-        t_out: int = 1,
-        in_channels: int = 1,
-        out_channels: int | None = None,
-        width: int = 64,
-        modes: int = 16,
-        n_layers: int = 8,
-        ffn_width: int | None = None,
-        projection_width: int = 128,
-        activation: str = "gelu",
-        share_weights: bool = False,
-        length: float = 1.0,
-        periodic: bool = True,
-    ) -> None:
-        super().__init__(
-            t_in, t_out, in_channels, out_channels, width, modes, n_layers, ffn_width, projection_width,
-            activation, share_weights, length, periodic,
-        )

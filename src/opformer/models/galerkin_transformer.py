@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.nn.encoder import SimpleEncoderLayer
+from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.positional import grid_coordinates
 from opformer.nn.regressors import SpectralRegressor
 
@@ -22,54 +22,24 @@ class GalerkinTransformer1d(nn.Module):
 
     ndim = 1  # spatial dimensions of the input
 
-    def __init__(
-        self,
-        in_channels: int = 1,
-        out_channels: int = 1,
-        d_model: int = 96,
-        n_layers: int = 4,
-        n_head: int = 1,
-        dim_ff: int = 192,
-        attention_type: str = "galerkin",
-        norm_scheme: str = "galerkin",
-        activation: str = "relu",
-        dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        layer_norm_eps: float = 1e-5,
-        xavier_gain: float = 0.01,
-        diagonal_weight: float = 0.01,
-        decoder_width: int = 48,
-        decoder_modes: int = 16,
-        decoder_layers: int = 2,
-        decoder_head_width: int = 48,
-        decoder_activation: str = "silu",
-        length: float = 1.0,
-        periodic: bool = True,
-    ) -> None:
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, d_model: int = 96, n_layers: int = 4,
+                 n_head: int = 1, dim_ff: int = 192, attention_type: str = "galerkin", norm_scheme: str = "galerkin",
+                 activation: str = "relu", dropout: float = 0.0, ffn_dropout: float = 0.0,
+                 attention_dropout: float = 0.0, layer_norm_eps: float = 1e-5, xavier_gain: float = 0.01,
+                 diagonal_weight: float = 0.01, decoder_width: int = 48, decoder_modes: int = 16,
+                 decoder_layers: int = 2, decoder_head_width: int = 48, decoder_activation: str = "silu",
+                 length: float = 1.0, periodic: bool = True) -> None:
         super().__init__()
         if min(in_channels, out_channels, d_model, n_layers, dim_ff) < 1:
             raise ConfigError("in_channels, out_channels, d_model, n_layers and dim_ff must be >= 1")
         self.length = length
         self.periodic = periodic
         self.feature_extractor = nn.Linear(in_channels, d_model)
-        self.encoder = nn.ModuleList(
-            SimpleEncoderLayer(
-                d_model,
-                n_head,
-                dim_ff,
-                attention_type=attention_type,
-                norm_scheme=norm_scheme,
-                pos_dim=1,
-                activation=activation,
-                dropout=dropout,
-                ffn_dropout=ffn_dropout,
-                attention_dropout=attention_dropout,
-                eps=layer_norm_eps,
-                xavier_gain=xavier_gain,
-                diagonal_weight=diagonal_weight,
-            )
-            for _ in range(n_layers)
+        self.encoder = SimpleEncoder(
+            n_layers, d_model, n_head=n_head, dim_ff=dim_ff, attention_type=attention_type, norm_scheme=norm_scheme,
+            pos_dim=1, activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
+            attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
+            diagonal_weight=diagonal_weight,
         )
         self.decoder = SpectralRegressor(
             d_model,
@@ -89,7 +59,4 @@ class GalerkinTransformer1d(nn.Module):
         pos = grid_coordinates(
             (x.shape[1],), lengths=self.length, periodic=self.periodic, device=x.device, dtype=x.dtype
         )
-        h = self.feature_extractor(x)
-        for layer in self.encoder:
-            h = layer(h, pos)
-        return self.decoder(h)
+        return self.decoder(self.encoder(self.feature_extractor(x), pos))

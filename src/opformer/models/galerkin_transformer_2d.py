@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from opformer.errors import ConfigError, DataError
 from opformer.nn.attention import check_choice
-from opformer.nn.encoder import SimpleEncoderLayer
+from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.regressors import PointwiseRegressor, SpectralRegressor
@@ -32,35 +32,14 @@ class GalerkinTransformer2d(nn.Module):
 
     ndim = 2  # spatial dimensions of the input
 
-    def __init__(
-        self,
-        in_channels: int = 1,
-        out_channels: int = 1,
-        coarse_size: int = 43,
-        d_model: int = 128,
-        n_layers: int = 6,
-        n_head: int = 4,
-        dim_ff: int = 256,
-        attention_type: str = "galerkin",
-        norm_scheme: str = "galerkin",
-        activation: str = "relu",
-        dropout: float = 0.0,
-        ffn_dropout: float = 0.05,
-        attention_dropout: float = 0.1,
-        downsample_dropout: float = 0.05,
-        upsample_dropout: float = 0.0,
-        layer_norm_eps: float = 1e-7,
-        xavier_gain: float = 0.01,
-        diagonal_weight: float = 0.01,
-        decoder: str = "spectral",
-        decoder_width: int = 32,
-        decoder_modes: int = 12,
-        decoder_layers: int = 2,
-        decoder_head_width: int = 128,
-        decoder_activation: str = "silu",
-        decoder_dropout: float = 0.0,
-        length: float = 1.0,
-    ) -> None:
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, coarse_size: int = 43, d_model: int = 128,
+                 n_layers: int = 6, n_head: int = 4, dim_ff: int = 256, attention_type: str = "galerkin",
+                 norm_scheme: str = "galerkin", activation: str = "relu", dropout: float = 0.0,
+                 ffn_dropout: float = 0.05, attention_dropout: float = 0.1, downsample_dropout: float = 0.05,
+                 upsample_dropout: float = 0.0, layer_norm_eps: float = 1e-7, xavier_gain: float = 0.01,
+                 diagonal_weight: float = 0.01, decoder: str = "spectral", decoder_width: int = 32,
+                 decoder_modes: int = 12, decoder_layers: int = 2, decoder_head_width: int = 128,
+                 decoder_activation: str = "silu", decoder_dropout: float = 0.0, length: float = 1.0) -> None:
         super().__init__()
         check_choice("decoder", decoder, DECODERS)
         if min(in_channels, out_channels, d_model, n_layers, dim_ff, decoder_width, decoder_layers) < 1:
@@ -71,14 +50,11 @@ class GalerkinTransformer2d(nn.Module):
         self.length = length
         self.decoder_type = decoder
         self.downsample = DownsampleCiNN(in_channels, d_model, coarse_size, dropout=downsample_dropout)
-        self.encoder = nn.ModuleList(
-            SimpleEncoderLayer(
-                d_model, n_head, dim_ff, attention_type=attention_type, norm_scheme=norm_scheme, pos_dim=2,
-                activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
-                attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
-                diagonal_weight=diagonal_weight,
-            )
-            for _ in range(n_layers)
+        self.encoder = SimpleEncoder(
+            n_layers, d_model, n_head=n_head, dim_ff=dim_ff, attention_type=attention_type, norm_scheme=norm_scheme,
+            pos_dim=2, activation=activation, dropout=dropout, ffn_dropout=ffn_dropout,
+            attention_dropout=attention_dropout, eps=layer_norm_eps, xavier_gain=xavier_gain,
+            diagonal_weight=diagonal_weight,
         )
         if decoder == "spectral":
             self.upsample = UpsampleCiNN(d_model, dropout=upsample_dropout)
@@ -107,10 +83,7 @@ class GalerkinTransformer2d(nn.Module):
         h = self.downsample(x)
         coarse_pos = self._coordinates(n_c, h)
         h = h.reshape(batch, n_c * n_c, -1)
-        flat_pos = coarse_pos.reshape(n_c * n_c, 2)
-        for layer in self.encoder:
-            h = layer(h, flat_pos)
-        h = h.reshape(batch, n_c, n_c, -1)
+        h = self.encoder(h, coarse_pos.reshape(n_c * n_c, 2)).reshape(batch, n_c, n_c, -1)
         if self.decoder_type == "pointwise":
             return self.regressor(append_coordinates(h, coarse_pos))
         h = self.upsample(h, (fine, fine))

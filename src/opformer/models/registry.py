@@ -1,41 +1,54 @@
-"""Model registry: names -> classes, presets, and ``build_model`` from a plain config."""
+"""Model registry: names -> model entries (class, fixed spatial dimension, defaults), presets, and ``build_model``
+from a plain config."""
 
 from __future__ import annotations
 
 import copy
 import inspect
-import types
-import typing
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
 
 from opformer.errors import ConfigError
-from opformer.models.dil_resnet import DilResNet2d, DilResNet3d
-from opformer.models.factformer import FactFormer2d, FactFormer2dSteady, FactFormer3d
-from opformer.models.ffno import FFNO2d, FFNO3d
-from opformer.models.fno import FNO1d, FNO2d
-from opformer.models.fno_time import FNO2dTime, FNO3dTime
+from opformer.models.dil_resnet import DilResNet
+from opformer.models.factformer import FactFormer2dSteady, FactFormerTime
+from opformer.models.ffno import FFNO
+from opformer.models.fno import FNO
+from opformer.models.fno_time import FNOTime
 from opformer.models.galerkin_transformer import GalerkinTransformer1d
 from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
+from opformer.validate import check_arguments
 
-MODELS: dict[str, type[nn.Module]] = {
-    "galerkin_transformer_1d": GalerkinTransformer1d,
-    "galerkin_transformer_2d": GalerkinTransformer2d,
-    "fno1d": FNO1d,
-    "fno2d": FNO2d,
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """What a registry name builds: ``cls`` with the arguments the name ``fixes`` (e.g. the spatial dimension;
+    not keys of the name's config) and the name's own ``defaults`` where they differ from the class's."""
+
+    cls: type[nn.Module]
+    fixes: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+MODELS: dict[str, ModelEntry] = {
+    "galerkin_transformer_1d": ModelEntry(GalerkinTransformer1d),
+    "galerkin_transformer_2d": ModelEntry(GalerkinTransformer2d),
+    "fno1d": ModelEntry(FNO, {"ndim": 1, "output_size": None}),  # block averages (output_size) are 2D
+    "fno2d": ModelEntry(FNO, {"ndim": 2}, {"width": 32, "modes": 12, "periodic": False}),
     # time-dependent baselines: (batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)
-    "fno2d_time": FNO2dTime,
-    "fno3d_time": FNO3dTime,
-    "ffno2d": FFNO2d,
-    "ffno3d": FFNO3d,
-    "dil_resnet2d": DilResNet2d,
-    "dil_resnet3d": DilResNet3d,
+    "fno2d_time": ModelEntry(FNOTime, {"ndim": 2}),
+    "fno3d_time": ModelEntry(FNOTime, {"ndim": 3}, {"width": 20, "modes": 8}),
+    "ffno2d": ModelEntry(FFNO, {"ndim": 2}),
+    "ffno3d": ModelEntry(FFNO, {"ndim": 3}),
+    "dil_resnet2d": ModelEntry(DilResNet, {"ndim": 2}),
+    "dil_resnet3d": ModelEntry(DilResNet, {"ndim": 3}),
     # FactFormer (docs/models.md): latent marching in 2D/3D, and a steady 2D version (Darcy)
-    "factformer2d": FactFormer2d,
-    "factformer3d": FactFormer3d,
-    "factformer2d_steady": FactFormer2dSteady,
+    "factformer2d": ModelEntry(FactFormerTime, {"ndim": 2}),
+    "factformer3d": ModelEntry(FactFormerTime, {"ndim": 3},
+                               {"t_out": 2, "in_channels": 3, "n_head": 6, "kernel_multiplier": 3}),
+    "factformer2d_steady": ModelEntry(FactFormer2dSteady),
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -86,8 +99,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-_SIMPLE_TYPES = (bool, int, float, str)
-
 
 def preset(name: str) -> dict[str, Any]:
     """Return a copy of the named model config in ``PRESETS``."""
@@ -96,38 +107,8 @@ def preset(name: str) -> dict[str, Any]:
     return copy.deepcopy(PRESETS[name])
 
 
-def _accepts(value: Any, hint: Any) -> bool:
-    """Whether ``value`` matches a type hint made of bool/int/float/str/None; True if not checkable."""
-    members = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    simple = [m for m in members if m in _SIMPLE_TYPES or m is type(None)]
-    if len(simple) != len(members):
-        return True
-    for member in simple:
-        if member is type(None) and value is None:
-            return True
-        if member is bool and isinstance(value, bool):
-            return True
-        if member is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if member is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if member is str and isinstance(value, str):
-            return True
-    return False
-
-
-def _type_name(hint: Any) -> str:
-    """Readable name of a type hint."""
-    return getattr(hint, "__name__", None) or str(hint)
-
-
-def build_model(config: Mapping[str, Any]) -> nn.Module:
-    """Build a model from ``{"name": <registry name>, **constructor kwargs}``.
-
-    Unknown names, unknown keys and values of the wrong type raise ``ConfigError``. The model keeps
-    its full resolved config (defaults filled in) as ``model.config``; ``build_model(model.config)``
-    rebuilds a model of the same shape.
-    """
+def _entry(config: Mapping[str, Any]) -> tuple[str, ModelEntry]:
+    """The registry name of a model config and its entry; ``ConfigError`` if missing or unknown."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"model: expected a mapping, got {type(config).__name__}")
     valid_names = ", ".join(sorted(MODELS))
@@ -136,21 +117,37 @@ def build_model(config: Mapping[str, Any]) -> nn.Module:
     name = config["name"]
     if name not in MODELS:
         raise ConfigError(f"model: unknown name {name!r}; valid names: {valid_names}")
-    cls = MODELS[name]
-    parameters = inspect.signature(cls.__init__).parameters
-    valid_keys = sorted(k for k in parameters if k != "self")
-    hints = typing.get_type_hints(cls.__init__)
-    kwargs = {k: v for k, v in config.items() if k != "name"}
-    for key, value in kwargs.items():
-        if key not in parameters or key == "self":
-            raise ConfigError(f"model: unknown key {key!r}; valid keys: {', '.join(valid_keys)}")
-        hint = hints.get(key)
-        if hint is not None and not _accepts(value, hint):
-            raise ConfigError(
-                f"model: key {key!r} expects {_type_name(hint)}, got {type(value).__name__} {value!r}"
-            )
-    model = cls(**kwargs)
-    bound = inspect.signature(cls).bind(**kwargs)
+    return name, MODELS[name]
+
+
+def model_keys(config: Mapping[str, Any]) -> list[str]:
+    """The keys a config of ``config["name"]`` may hold besides ``name`` (its class's constructor arguments)."""
+    _, entry = _entry(config)
+    return [k for k in inspect.signature(entry.cls).parameters if k not in entry.fixes]
+
+
+def resolve_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``{"name": <registry name>, **constructor kwargs}`` and fill in every default.
+
+    Unknown names, unknown keys and values of the wrong type raise ``ConfigError``. The result is what
+    :func:`build_model` stores as ``model.config``.
+    """
+    name, entry = _entry(config)
+    kwargs = check_arguments(entry.cls, {k: v for k, v in config.items() if k != "name"}, "model",
+                             exclude=frozenset(entry.fixes))
+    bound = inspect.signature(entry.cls).bind(**entry.fixes, **{**entry.defaults, **kwargs})
     bound.apply_defaults()
-    model.config = {"name": name, **bound.arguments}
+    return {"name": name, **{k: v for k, v in bound.arguments.items() if k not in entry.fixes}}
+
+
+def build_model(config: Mapping[str, Any]) -> nn.Module:
+    """Build a model from ``{"name": <registry name>, **constructor kwargs}`` (see :func:`resolve_model_config`).
+
+    The model keeps its full resolved config (defaults filled in) as ``model.config``;
+    ``build_model(model.config)`` rebuilds a model of the same shape.
+    """
+    resolved = resolve_model_config(config)
+    entry = MODELS[resolved["name"]]
+    model = entry.cls(**entry.fixes, **{k: v for k, v in resolved.items() if k != "name"})
+    model.config = resolved
     return model

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
 from opformer.nn.attention import SimpleAttention
@@ -24,22 +26,10 @@ class SimpleEncoderLayer(nn.Module):
     ``attention_dropout`` on the attention weights; all are active in training only.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int = 1,
-        dim_ff: int | None = None,
-        attention_type: str = "galerkin",
-        norm_scheme: str = "galerkin",
-        pos_dim: int = 1,
-        activation: str = "relu",
-        dropout: float = 0.0,
-        ffn_dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        eps: float = 1e-5,
-        xavier_gain: float = 0.01,
-        diagonal_weight: float = 0.01,
-    ) -> None:
+    def __init__(self, d_model: int, n_head: int = 1, dim_ff: int | None = None, attention_type: str = "galerkin",
+                 norm_scheme: str = "galerkin", pos_dim: int = 1, activation: str = "relu", dropout: float = 0.0,
+                 ffn_dropout: float = 0.0, attention_dropout: float = 0.0, eps: float = 1e-5, xavier_gain: float = 0.01,
+                 diagonal_weight: float = 0.01) -> None:
         super().__init__()
         self.attention = SimpleAttention(
             d_model,
@@ -67,4 +57,18 @@ class SimpleEncoderLayer(nn.Module):
         x = x + self.dropout(self.ffn(x))
         if self.post_norms:
             x = self.norm2(x)
+        return x
+
+
+class SimpleEncoder(nn.ModuleList):
+    """``n_layers`` :class:`SimpleEncoderLayer` of the same settings (``layer_kwargs``), applied in turn to tokens
+    ``(batch, N, d_model)`` with the same coordinates ``pos``."""
+
+    def __init__(self, n_layers: int, d_model: int, **layer_kwargs: Any) -> None:
+        super().__init__(SimpleEncoderLayer(d_model, **layer_kwargs) for _ in range(n_layers))
+
+    def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
+        """Apply every layer to ``x``."""
+        for layer in self:
+            x = layer(x, pos)
         return x

@@ -106,13 +106,7 @@ class SpectralConv(nn.Module):
     modes on channel-last data); 3D uses ``rfftn``/``irfftn``.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        modes: int | Sequence[int],
-        ndim: int = 1,
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, modes: int | Sequence[int], ndim: int = 1) -> None:
         super().__init__()
         if ndim not in (1, 2, 3):
             raise ConfigError(f"spectral convolution supports 1, 2 or 3 dimensions, got {ndim}")
@@ -205,14 +199,8 @@ class SpectralConv(nn.Module):
 class FourierLayer(nn.Module):
     """FNO layer ``act(spectral(x) + Linear(x))`` on channel-last fields; ``activation=None`` skips act."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        modes: int | Sequence[int],
-        ndim: int = 1,
-        activation: str | None = "relu",
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, modes: int | Sequence[int], ndim: int = 1,
+                 activation: str | None = "relu") -> None:
         super().__init__()
         self.spectral = SpectralConv(in_channels, out_channels, modes, ndim)
         self.linear = nn.Linear(in_channels, out_channels)
