@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from opformer.data.store import write_operator_dataset
+from opformer.models import registry
 
 
 def write_toy_burgers(path, samples: int = 24, n: int = 64, seed: int = 0):
@@ -133,3 +137,44 @@ def write_toy_heat(path, samples: int = 10, n: int = 16, frames: int = 12, dt: f
 def heat_file(tmp_path):
     """Path of a toy trajectory data set (10 trajectories of 12 frames on a 16 x 16 periodic grid)."""
     return write_toy_heat(tmp_path / "heat.h5")
+
+
+class TimeMix(nn.Module):
+    """A tiny time-dependent model: each output frame a learned combination of the input frames."""
+
+    ndim = 2
+
+    def __init__(self, t_in: int = 3, t_out: int = 1) -> None:
+        super().__init__()
+        self.mix = nn.Linear(t_in, t_out)
+
+    def forward(self, x):
+        return self.mix(x.transpose(-1, -2)).transpose(-1, -2)
+
+
+@pytest.fixture
+def time_mix(monkeypatch):
+    """Register :class:`TimeMix` as the model ``time_mix`` for one test."""
+    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
+    return TimeMix
+
+
+class LargestOutput(TorchDispatchMode):
+    """Records the largest number of elements of any tensor an op returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.fixture
+def largest_output():
+    """The recorder of the largest tensor any op returns (a dispatch mode: ``with largest_output() as m``)."""
+    return LargestOutput

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from opformer.errors import ConfigError
 from opformer.eval.memory import TensorMemoryTracker
@@ -127,35 +126,20 @@ def test_fourier_features_are_frozen_and_saved():
     assert features.matrix.std() > 4  # N(0, 8^2) entries
 
 
-class _LargestOutput(TorchDispatchMode):
-    """Records the largest number of elements of any tensor an op returns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
-
-
 @pytest.mark.parametrize("spatial", [(128, 128), (32, 32, 32)])
-def test_memory_grows_with_the_grid_not_its_square(spatial):
+def test_memory_grows_with_the_grid_not_its_square(spatial, largest_output):
     torch.manual_seed(0)
     dim, n_head, head_dim, n_points = 8, 2, 4, math.prod(spatial)
     block = factorized_block(dim, n_head, head_dim, ndim=len(spatial), kernel_multiplier=2)
     u = torch.randn(1, *spatial, dim, requires_grad=True)
     axes = [torch.arange(n) / n for n in spatial]
-    with _LargestOutput() as mode:
+    with largest_output() as mode:
         block(u, axes).square().mean().backward()
     # the largest tensors are the grid's features, N x max(d, heads x head_dim); N^2 is 2.7e8 or 1.1e9
     assert mode.largest <= n_points * max(dim, n_head * head_dim) < n_points**2
     small = torch.randn(1, 8, 8, 2, 1)
     kernels = [torch.randn(1, 2, 8, 8)] * 2
-    with _LargestOutput() as naive:  # the recorder does catch an N x N kernel
+    with largest_output() as naive:  # the recorder does catch an N x N kernel
         _explicit(small, kernels)
     assert naive.largest >= 64 * 64
 

@@ -5,11 +5,9 @@ import csv
 
 import pytest
 import torch
-from torch import nn
 
 from opformer.config import RolloutConfig, config_from_dict
 from opformer.errors import ConfigError
-from opformer.models import registry
 from opformer.eval.metrics import relative_l2_per_sample
 from opformer.train.strategies import latent_marching_loss, marched_frames, pushforward_active, window_loss
 from opformer.train.trainer import train
@@ -99,24 +97,10 @@ def test_config_errors_name_the_key(keys, message):
     assert "\n" not in str(info.value)
 
 
-class TimeMix(nn.Module):
-    """A tiny time-dependent model: each output frame a learned combination of the input frames."""
-
-    ndim = 2
-
-    def __init__(self, t_in: int = 3, t_out: int = 1) -> None:
-        super().__init__()
-        self.mix = nn.Linear(t_in, t_out)
-
-    def forward(self, x):
-        return self.mix(x.transpose(-1, -2)).transpose(-1, -2)
-
-
 @pytest.mark.parametrize(("model", "epochs"), [({"name": "time_mix", "t_in": 3, "t_out": 2}, 6),
                                                ({"name": "factformer2d", "t_in": 3, "t_out": 2, "d_model": 8,
                                                  "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8}, 3)])
-def test_trainer_runs_the_lm_strategy(tmp_path, heat_file, monkeypatch, model, epochs):
-    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
+def test_trainer_runs_the_lm_strategy(tmp_path, heat_file, time_mix, model, epochs):
     config = {"seed": 0, "model": model,
               "data": {"path": str(heat_file), "n_train": 6, "n_val": 2, "n_test": 2, "normalize_input": "channel",
                        "normalize_target": "channel"},

@@ -3,33 +3,16 @@
 import csv
 
 import pytest
-from torch import nn
 
 from opformer.config import config_from_dict
 from opformer.errors import ConfigError, DataError
 from opformer.data.trajectories import load_trajectories
 from opformer.eval.evaluate import evaluate_run, persistence_row
-from opformer.models import registry
 from opformer.eval.metrics import relative_l2_per_sample
 from opformer.train.trainer import Trainer, train
 
 
-class TimeMix(nn.Module):
-    """A tiny time-dependent model: each output frame a learned combination of the input frames."""
-
-    ndim = 2
-
-    def __init__(self, t_in: int = 3, t_out: int = 1) -> None:
-        super().__init__()
-        self.mix = nn.Linear(t_in, t_out)
-
-    def forward(self, x):
-        return self.mix(x.transpose(-1, -2)).transpose(-1, -2)
-
-
-@pytest.fixture(autouse=True)
-def time_mix(monkeypatch):
-    monkeypatch.setitem(registry.MODELS, "time_mix", registry.ModelEntry(TimeMix))
+pytestmark = pytest.mark.usefixtures("time_mix")  # the tiny model "time_mix" is registered for every test
 
 
 def rollout_config(path, **rollout):
