@@ -3,7 +3,7 @@
     git archive <old commit> src | tar -x -C /tmp/before
     python benchmarks/before_after.py --before /tmp/before/src --presets gt_burgers --resolutions 512,8192 --rounds 3
 
-Each measurement is one ``opformer.eval.bench_cell`` run (a fresh interpreter, so its peak RSS is its own) with
+Each measurement is one ``opformer.bench.cell`` run (a fresh interpreter, so its peak RSS is its own) with
 the tree's own code: ``--repeats`` timed steps after one warm-up, the median reported. A training step is
 forward + backward + the trainer's optimiser. The rounds alternate before/after so both see the same load.
 """
@@ -22,7 +22,9 @@ from pathlib import Path
 def measure(src: str, spec: dict[str, object]) -> dict[str, float]:
     """One fresh-process cell with ``src`` first on the module path."""
     env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS=str(spec["threads"]))
-    out = subprocess.run([sys.executable, "-m", "opformer.eval.bench_cell", json.dumps(spec)], env=env,
+    module = "opformer.bench.cell" if (Path(src) / "opformer" / "bench" / "cell.py").exists() \
+        else "opformer.eval.bench_cell"  # a tree from before opformer.bench
+    out = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], env=env,
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["status"] != "ok":

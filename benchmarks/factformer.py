@@ -138,7 +138,7 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
 def attention_costs(threads: int) -> list[dict[str, Any]]:
     """``opformer bench`` cells of factorised and full attention, forward and train, at 64^2 and 128^2, each in a
     fresh process with ``threads`` threads."""
-    from opformer.eval.bench import BenchSettings, run_bench
+    from opformer.bench.sweep import BenchSettings, run_bench
 
     cells = []
     for mode in ("forward", "train"):
@@ -211,7 +211,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "Same model (d 128, 4 layers, latent marching 4 steps), batch 4; the paper measured about 3x the "
                   "time and 2.3x the memory for full attention at 128^2 on a GPU (peak allocated CUDA memory). The tensor "
                   "peak is its CPU counterpart: the most tensor memory alive at once (weights, input, and what a "
-                  "step allocates, from torch's allocator events; `opformer.eval.memory`). The peak RSS of each cell "
+                  "step allocates, from torch's allocator events; `opformer.bench.memory`). The peak RSS of each cell "
                   "process is also given: it includes freed blocks the C allocator keeps for reuse, as the trainer "
                   "asks it to (`train.retain_freed_memory`).", ""]
         if "attention_cost" in parts:

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opformer.errors import ConfigError
-from opformer.eval.memory import TensorMemoryTracker
+from opformer.bench.memory import TensorMemoryTracker
 from opformer.nn.factorized import (
     AxisKernel,
     FactorizedAttention,
