@@ -151,14 +151,15 @@ def machine(*libraries: str) -> dict[str, Any]:
             **{name: importlib.metadata.version(name) for name in ("torch", *libraries)}}
 
 
-def describe_machine(machine: dict[str, Any] | str) -> str:
-    """``machine`` in words: "2 cores, x86_64, torch 2.5.1, numpy 2.1.0" (the versions of the libraries it
-    names). Reads the older shapes too: a sentence (kept), ``cores`` for ``cpus``, no ``processor``."""
-    if isinstance(machine, str):
-        return machine
-    versions = [f"{name} {value}" for name, value in machine.items()
-                if isinstance(value, str) and name not in ("processor", "python")]
-    return ", ".join([f"{machine.get('cpus', machine.get('cores'))} cores", machine["processor"], *versions])
+def describe_machine(info: dict[str, Any] | str) -> str:
+    """The machine of a result in words: "2 cores, x86_64, torch 2.5.1, numpy 2.1.0" (the versions of the
+    libraries it names). Reads the older shapes too: a sentence (kept), ``cores`` for ``cpus``, no ``processor``."""
+    if isinstance(info, str):
+        return info
+    words = [f"{info.get('cpus', info.get('cores'))} cores", *([info["processor"]] if "processor" in info else [])]
+    words += [f"{name} {value}" for name, value in info.items() if isinstance(value, str)
+              and name not in ("processor", "python")]
+    return ", ".join(words)
 
 
 def command() -> str:
