@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python benchmarks/darcy_data.py`` (defaults: the paper-size set,
 1224 samples at n = 421, written to data/darcy_421.h5).  First profiles one sample's stages on one core,
-then generates the set with ``generate_darcy_file`` (as ``opformer generate darcy`` does), then verifies:
+then generates the set with ``generate_file("darcy", ...)`` (as ``opformer generate darcy`` does), then verifies:
 relative residuals of every solve, AMG against a direct LU solve on a few stored samples, and the observed
 order on the manufactured solution.  Writes benchmarks/results/darcy_data.json and .md.  Other people's jobs
 share the machine: the load average before and after is recorded.
@@ -22,7 +22,7 @@ import pyamg
 from threadpoolctl import threadpool_limits
 
 from harness import ROOT, argument_parser, quantity_table, write_results
-from opformer.data.generate import generate_darcy_file
+from opformer.data.generate import generate_file
 from opformer.pde.darcy import (
     DEFAULT_TOLERANCE,
     PAPER_GRF,
@@ -82,7 +82,7 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     start = time.perf_counter()
-    generate_darcy_file(args.out, args.samples, resolution=args.resolution, seed=0, workers=workers)
+    generate_file("darcy", args.out, args.samples, resolution=args.resolution, seed=0, workers=workers)
     seconds = time.perf_counter() - start
     print(f"generated {args.samples} samples in {seconds:.1f} s", flush=True)
 
