@@ -10,72 +10,27 @@ evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT tra
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import resource
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from opformer.io import write_atomic
+from harness import GIB, ROOT, argument_parser, describe_machine, run_record, table_head, time_step, train_all, \
+    write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
     "gt": [1.203, 1.150, 1.025], "ft": [1.135, 1.123, 1.071], "fno1d": [4.373, 4.126, 4.151],
     "st": [1.271, 1.266, 1.330], "lt": [1.139, 1.149, 1.221],
 }
-
-
-def opformer(*args: str) -> list[str]:
-    """The command line of the opformer CLI in this interpreter."""
-    return [sys.executable, "-m", "opformer.cli", *args]
-
-
-def train_and_evaluate(name: str, data: Path, runs: Path, epochs: int) -> dict:
-    """Train one config (resuming if the run exists; a finished run is only re-evaluated) and evaluate it."""
-    run = runs / name
-    log = open(runs / f"{name}.log", "a")
-    common = ["--set", f"data.path={data}", "--set", f"train.epochs={epochs}", "--set", "train.num_threads=1"]
-    cmd = (opformer("train", "--resume", str(run)) if (run / "config.yaml").exists()
-           else opformer("train", str(ROOT / "configs" / "burgers" / f"{name}.yaml"), "--out", str(run), *common))
-    subprocess.run(cmd, check=True, stdout=log, stderr=log, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    out = runs / f"{name}_eval.json"
-    subprocess.run(opformer("evaluate", str(run), "--data", str(data), "--resolution", "512,2048,8192",
-                            "--json", str(out)), check=True, stdout=log, stderr=log)
-    summary = json.loads((run / "summary.json").read_text())
-    return {"model": name, **summary,
-            "results": json.loads(out.read_text())["results"]}
-
-
-PEAK_SNIPPET = """
-import resource, sys, time, torch
-from opformer.models.registry import build_model, preset
-torch.manual_seed(0)
-name, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-model = build_model(preset(name))
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-x, y = torch.randn(batch, n, 1), torch.randn(batch, n, 1)
-times = []
-for _ in range(4):
-    t = time.perf_counter()
-    loss = ((model(x) - y) ** 2).mean()
-    opt.zero_grad(); loss.backward(); opt.step()
-    times.append(time.perf_counter() - t)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, sorted(times[1:])[1])
-"""
+RESOLUTIONS = [512, 2048, 8192]
 
 
 def step_profile(preset_name: str, n: int, batch: int, threads: int) -> dict:
-    """Peak resident memory (GiB) and median seconds of a training step, in a fresh process."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    out = subprocess.run([sys.executable, "-c", PEAK_SNIPPET, preset_name, str(n), str(batch)], env=env,
-                         check=True, capture_output=True, text=True).stdout.split()
+    """Peak resident memory (GiB) and median seconds of a training step (3 after a warm-up), in a fresh process."""
+    cell = time_step(preset_name, n, batch, threads)
     return {"model": preset_name, "n": n, "batch": batch, "threads": threads,
-            "peak_rss_gib": float(out[0]), "seconds_per_step": float(out[1])}
+            "peak_rss_gib": cell["peak_memory_bytes"] / GIB, "seconds_per_step": cell["seconds_median"]}
 
 
 def markdown(report: dict) -> str:
@@ -84,20 +39,19 @@ def markdown(report: dict) -> str:
         "# Burgers (Cao 2021, Example 5.1) on this machine",
         "",
         f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['epochs']} epochs, 1024 training samples at n = 512, "
+        f"Machine: {describe_machine(report['machine'])}; {report['epochs']} epochs, 1024 training samples at n = 512, "
         "model selected on 100 validation samples, errors on 100 test samples.",
         "",
-        "| model | params | n = 512 | n = 2048 | n = 8192 | paper (512/2048/8192) | best epoch | training (h) | "
-        "s/step in training (b=8, n=512, 1 thread, 2 jobs) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *table_head("model", "params", "n = 512", "n = 2048", "n = 8192", "paper (512/2048/8192)", "best epoch",
+                    "training (h)", "s/step in training (b=8, n=512, 1 thread, 2 jobs)"),
     ]
     for row in report["models"]:
         errs = " | ".join(f"{r['relative_l2'] * 1e3:.3f}e-3" for r in row["results"])
         paper = "/".join(f"{v:.3f}" for v in PAPER.get(row["model"], [])) + "e-3"
         lines.append(f"| {row['model']} | {row['parameters']:,} | {errs} | {paper} | {row['best_epoch']} | "
-                     f"{row['train_seconds'] / 3600:.2f} | {row['seconds_per_step']:.3f} |")
+                     f"{train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
     lines += ["", "Training steps measured in fresh processes (median of 3 after a warm-up):", "",
-              "| model | n | batch | threads | s/step | peak RSS (GiB) |", "|---|---|---|---|---|---|"]
+              *table_head("model", "n", "batch", "threads", "s/step", "peak RSS (GiB)")]
     for p in report["step_profiles"]:
         lines.append(f"| {p['model']} | {p['n']} | {p['batch']} | {p['threads']} | {p['seconds_per_step']:.3f} | "
                      f"{p['peak_rss_gib']:.2f} |")
@@ -106,37 +60,44 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def train_hours(row: dict) -> float:
+    """Hours a row trained (rows before benchmarks/harness.py held the run's summary: ``train_seconds``)."""
+    return row["train_hours"] if "train_hours" in row else row["train_seconds"] / 3600
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser(__doc__, parallel=True)
     parser.add_argument("--models", default="gt,ft,fno1d")
-    parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--data", default=str(ROOT / "data" / "burgers.h5"))
     parser.add_argument("--runs", default=str(ROOT / "runs" / "bench_burgers"))
     args = parser.parse_args()
+
+    from opformer.eval.evaluate import evaluate_run
+
     data, runs = Path(args.data), Path(args.runs)
-    runs.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
     if not data.is_file():
-        subprocess.run(opformer("generate", "burgers", "--samples", "1224", "--resolution", "8192",
-                                "--out", str(data)), check=True)
-    names = args.models.split(",")
-    with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda m: train_and_evaluate(m, data, runs, args.epochs), names))
-    profiles = [step_profile(f"{m}_burgers", 512, 8, threads) for m in names for threads in (1, 2)]
+        subprocess.run([sys.executable, "-m", "opformer.cli", "generate", "burgers", "--samples", "1224",
+                        "--resolution", "8192", "--out", str(data)], check=True)
+    names, threads = args.models.split(","), args.threads or 1
+    jobs = {name: (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
+                   [f"data.path={data}", f"train.epochs={args.epochs}", f"train.num_threads={threads}"],
+                   str(runs / name))
+            for name in names}
+    summaries = train_all(list(jobs.values()), args.jobs, threads)
+    rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS)}
+            for name, (config, sets, run) in jobs.items()]
+    profiles = [step_profile(f"{m}_burgers", 512, 8, n_threads) for m in names for n_threads in (1, 2)]
     profiles.append(step_profile("gt_burgers", 8192, 4, 2))
     report = {
-        "command": "python benchmarks/burgers.py " + " ".join(sys.argv[1:]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch CPU",
         "epochs": args.epochs,
         "models": rows,
         "step_profiles": profiles,
         "paper_x1e-3": PAPER,
         "benchmark_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    write_atomic(RESULTS / "burgers.json", json.dumps(report, indent=2) + "\n")
-    write_atomic(RESULTS / "burgers.md", markdown(report))
-    print(markdown(report))
+    write_results(args.results, "burgers", report, markdown, load_before)
 
 
 if __name__ == "__main__":

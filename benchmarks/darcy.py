@@ -17,19 +17,15 @@ Writes benchmarks/results/darcy.json and benchmarks/results/darcy.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from opformer.config import load_config
-from training_runs import add_parallel_arguments, run_record, train_all, write_results
+from harness import ROOT, argument_parser, command, run_record, table_head, train_all, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 # (n_f, n_c) per problem (issue 3's grids). At (85, 29) the inverse GT (d = 192, batch 4, 256 steps an epoch) takes
 # 0.7 s a step on both cores, 5 h for the 100 epochs: more than one 3 h working session, so it resumes over several
 # (when the machine keeps its run folders). ``--inverse-grid 43,15`` halves it in each direction (the same ratio
@@ -68,7 +64,7 @@ def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, ep
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__, parallel=True)
     parser.add_argument("--data", default="data/darcy.h5")
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--n-train", type=int, default=1024)
@@ -76,7 +72,6 @@ def main() -> None:
     parser.add_argument("--problems", default="forward,inverse")
     parser.add_argument("--inverse-grid", default=",".join(map(str, GRIDS["inverse"])),
                         help="(n_f, n_c) of the inverse problem as NF,NC (n_f = 420/s + 1, n_c < n_f)")
-    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/darcy-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -99,20 +94,21 @@ def main() -> None:
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for *_, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
-    command = "python benchmarks/darcy.py " + " ".join(sys.argv[1:])
+    invocation = command()
     rows = []
     for model, problem, (fine, coarse), config, sets, run in jobs:
         resolutions = [fine, *ZERO_SHOT] if problem == "forward" else [fine]
         evaluation = evaluate_run(run, args.data, resolutions)
         rows.append({"model": model, "problem": problem, "grid": [fine, coarse],
-                     **run_record(summaries[run], config, sets, ROOT),
-                     "test": evaluation, "command": command, "wall_seconds": wall})
+                     **run_record(summaries[run], config, sets),
+                     "test": evaluation, "command": invocation, "wall_seconds": wall})
     result = {
         "full_recipe": args.epochs == 100 and args.n_train == 1024, "epochs": args.epochs, "n_train": args.n_train,
         "batch_size": 4, "zero_shot": list(ZERO_SHOT),
-        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(RESULTS / "darcy.json", rows, args.epochs, args.n_train),
+        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(Path(args.results) / "darcy.json", rows, args.epochs,
+                                                                         args.n_train),
     }
-    write_results(RESULTS, "darcy", result, markdown, load_before)
+    write_results(args.results, "darcy", result, markdown, load_before)
 
 
 def parse_grid(text: str) -> tuple[int, int]:
@@ -171,9 +167,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
         f"GT <= {result['targets']['inverse']:.1e} (paper {result['paper']['inverse']}), each below FNO2d.",
         "",
-        "| problem | model | (n_f, n_c) | parameters | rel. L2 (test) at n_f | s/step | threads | train h | "
-        "peak RSS GiB | best epoch | peak lr |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *table_head("problem", "model", "(n_f, n_c)", "parameters", "rel. L2 (test) at n_f", "s/step", "threads",
+                    "train h", "peak RSS GiB", "best epoch", "peak lr"),
     ]
     for row in result["runs"]:
         errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])

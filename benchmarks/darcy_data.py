@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python benchmarks/darcy_data.py`` (defaults: the paper-size set,
 1224 samples at n = 421, written to data/darcy_421.h5).  First profiles one sample's stages on one core,
-then generates the set with ``generate_darcy_file`` (as ``opformer generate darcy`` does), then verifies:
+then generates the set with ``generate_file("darcy", ...)`` (as ``opformer generate darcy`` does), then verifies:
 relative residuals of every solve, AMG against a direct LU solve on a few stored samples, and the observed
 order on the manufactured solution.  Writes benchmarks/results/darcy_data.json and .md.  Other people's jobs
 share the machine: the load average before and after is recorded.
@@ -10,22 +10,19 @@ share the machine: the load average before and after is recorded.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
 import pyamg
-import scipy
 from threadpoolctl import threadpool_limits
 
-from opformer.data.generate import generate_darcy_file
-from opformer.io import write_atomic
+from harness import ROOT, argument_parser, quantity_table, write_results
+from opformer.data.generate import generate_file
 from opformer.pde.darcy import (
     DEFAULT_TOLERANCE,
     PAPER_GRF,
@@ -37,8 +34,6 @@ from opformer.pde.darcy import (
 )
 from opformer.pde.grf import cosine_synthesis, neumann_grf_variances
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 N_PROFILE = 3
 N_CHECK = 2
 
@@ -72,7 +67,7 @@ def profile(n: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--samples", type=int, default=1224)
     parser.add_argument("--resolution", type=int, default=421)
     parser.add_argument("--workers", type=int, default=None)
@@ -87,9 +82,8 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     start = time.perf_counter()
-    generate_darcy_file(args.out, args.samples, resolution=args.resolution, seed=0, workers=workers)
+    generate_file("darcy", args.out, args.samples, resolution=args.resolution, seed=0, workers=workers)
     seconds = time.perf_counter() - start
-    load_end = os.getloadavg()
     print(f"generated {args.samples} samples in {seconds:.1f} s", flush=True)
 
     with h5py.File(args.out, "r") as file:
@@ -102,15 +96,8 @@ def main() -> None:
                         for i in range(N_CHECK))
     errors, orders = observed_order((65, 129, 257))
 
-    script = ".venv/bin/python benchmarks/darcy_data.py"
     result = {
-        "command": f"{script} --samples {args.samples} --resolution {args.resolution} --workers {workers}",
-        "machine": {"cores": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                    "python": sys.version.split()[0], "numpy": np.__version__, "scipy": scipy.__version__,
-                    "pyamg": pyamg.__version__},
-        "load_average_before": load_before,
-        "load_average_at_generation_start": load_start,
-        "load_average_after": load_end,
+        "loadavg_at_generation_start": list(load_start),
         "samples": args.samples,
         "resolution": args.resolution,
         "workers": workers,
@@ -127,27 +114,36 @@ def main() -> None:
         "manufactured_solution": {"sizes": [65, 129, 257], "max_errors": errors, "observed_orders": orders},
         "target_seconds": 600,
     }
-    RESULTS.mkdir(exist_ok=True)
-    write_atomic(RESULTS / "darcy_data.json", json.dumps(result, indent=2) + "\n")
+    write_results(args.results, "darcy_data", result, markdown, load_before, "numpy", "scipy", "pyamg")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result as a markdown table of quantities."""
+    stages, solver, seconds = result["per_sample_stage_seconds_one_core"], result["solver"], result["seconds"]
+    # 1-min load averages before, at the generation's start and after (before benchmarks/harness.py: load_average_*)
+    loads = [result.get(f"loadavg_{k}", result.get(f"load_average_{k}"))[0]
+             for k in ("before", "at_generation_start", "after")]
+    manufactured = result["manufactured_solution"]
     rows = [
-        ("samples x grid", f"{args.samples} x {args.resolution}^2 ({workers} worker processes)"),
-        ("wall time", f"{seconds:.1f} s (target 600 s)"),
-        ("samples / s", f"{args.samples / seconds:.2f}"),
-        ("load average (1 min) before / at start / after", f"{load_before[0]:.2f} / {load_start[0]:.2f} / {load_end[0]:.2f}"),
+        ("samples x grid", f"{result['samples']} x {result['resolution']}^2 ({result['workers']} worker processes)"),
+        ("wall time", f"{seconds:.1f} s (target {result['target_seconds']} s)"),
+        ("samples / s", f"{result['samples_per_second']:.2f}"),
+        ("load average (1 min) before / at start / after", " / ".join(f"{load:.2f}" for load in loads)),
         ("per sample, one core: GRF / assembly / AMG setup / AMG solve",
          " / ".join(f"{stages[k]:.3f}" for k in ("grf_sample", "assembly", "amg_setup", "amg_solve")) + " s"),
         ("direct sparse LU, one sample, one core", f"{stages['direct_lu']:.2f} s"),
         ("linear solver", f"{solver['linear_solver']}, relative residual tol {solver['tolerance']:g}"),
         ("max relative residual over all samples", f"{solver['max_relative_residual']:.2e}"),
-        ("AMG vs LU, max relative difference", f"{lu_difference:.1e}"),
-        ("coefficient values / fraction a = 12", f"{values.tolist()} / {fraction_high:.3f}"),
+        ("AMG vs LU, max relative difference", f"{result['amg_vs_direct_lu_max_relative_difference']:.1e}"),
+        ("coefficient values / fraction a = 12",
+         f"{result['coefficient_values']} / {result['fraction_a_equal_12']:.3f}"),
         ("manufactured solution, max error at n = 65, 129, 257",
-         ", ".join(f"{e:.2e}" for e in errors) + " (orders " + ", ".join(f"{o:.3f}" for o in orders) + ")"),
+         ", ".join(f"{e:.2e}" for e in manufactured["max_errors"]) + " (orders "
+         + ", ".join(f"{o:.3f}" for o in manufactured["observed_orders"]) + ")"),
     ]
     md = ["# Darcy data generation (Cao 2021, Example 5.2)", "", f"Command: `{result['command']}`", "",
-          "| quantity | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
-    write_atomic(RESULTS / "darcy_data.md", "\n".join(md))
-    print("\n".join(md))
+          *quantity_table(rows), ""]
+    return "\n".join(md)
 
 
 if __name__ == "__main__":

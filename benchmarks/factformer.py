@@ -27,18 +27,15 @@ has the check); trajectories of 4 time units (65 frames every 1/16) after a 30-u
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import add_parallel_arguments, per_model_epochs, run_record, train_all, write_results
+from harness import GIB, ROOT, argument_parser, command, per_model_epochs, run_record, table_head, train_all, \
+    write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 CONFIGS = ROOT / "configs" / "factformer"
 PARTS = {
     "kolmogorov": ("kolmogorov", ["kolmogorov_factformer_lm", "kolmogorov_factformer_ar", "kolmogorov_ffno_lm",
@@ -53,14 +50,13 @@ ATTENTION_PRESETS = ["factformer_kolmogorov", "linear_kolmogorov"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__, parallel=True)
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--configs", default="", help="only these runs of the parts (default: all of them)")
     parser.add_argument("--kolmogorov", default="data/kolmogorov.h5")
     parser.add_argument("--turbulence3d", default="data/turbulence3d.h5")
     parser.add_argument("--darcy", default="data/darcy_421.h5")
     parser.add_argument("--epochs", default="", help="N, or config=N,... per config (default: the configs')")
-    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/factformer-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -90,13 +86,14 @@ def main() -> None:
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs, args.threads)
     wall = time.perf_counter() - start
-    command = "python benchmarks/factformer.py " + " ".join(sys.argv[1:])
-    rows = {name: {**evaluate(name, *job, summaries[job[3]]), "command": command, "wall_seconds": wall}
+    invocation = command()
+    rows = {name: {**evaluate(name, *job, summaries[job[3]]), "command": invocation, "wall_seconds": wall}
             for name, job in jobs.items()}
 
     from opformer.eval.evaluate import persistence_row
 
-    path = RESULTS / "factformer.json"
+    results = Path(args.results)
+    path = results / "factformer.json"
     result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     for part in parts:
         entry = result["parts"].setdefault(part, {})
@@ -108,10 +105,10 @@ def main() -> None:
             entry["persistence"] = persistence_row(Path(args.runs) / trained[0], data[part])
         if part == "attention_cost":
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-            entry.update(bench=attention_costs(threads), command=command)
+            entry.update(bench=attention_costs(threads), command=invocation)
         if part == "darcy":
-            entry["galerkin_transformer"] = darcy_gt_row()
-    write_results(RESULTS, "factformer", result, markdown, load_before)
+            entry["galerkin_transformer"] = darcy_gt_row(results / "darcy.json")
+    write_results(results, "factformer", result, markdown, load_before)
 
 
 def merged_runs(previous: list[dict[str, Any]], rows: dict[str, dict[str, Any]], order: list[str]
@@ -131,14 +128,14 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
     evaluation = evaluate_run(run, data, resolutions)
     seconds = time.perf_counter() - started
     n_test = load_config(config, sets).data.n_test
-    return {"name": name, **run_record(summary, config, sets, ROOT), "test": evaluation,
+    return {"name": name, **run_record(summary, config, sets), "test": evaluation,
             "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
 
 
 def attention_costs(threads: int) -> list[dict[str, Any]]:
     """``opformer bench`` cells of factorised and full attention, forward and train, at 64^2 and 128^2, each in a
     fresh process with ``threads`` threads."""
-    from opformer.eval.bench import BenchSettings, run_bench
+    from opformer.bench.sweep import BenchSettings, run_bench
 
     cells = []
     for mode in ("forward", "train"):
@@ -148,9 +145,8 @@ def attention_costs(threads: int) -> list[dict[str, Any]]:
     return cells
 
 
-def darcy_gt_row() -> dict[str, Any] | None:
-    """The forward GT run of benchmarks/results/darcy.json (None if that benchmark has not run)."""
-    path = RESULTS / "darcy.json"
+def darcy_gt_row(path: Path) -> dict[str, Any] | None:
+    """The forward GT run of benchmarks/darcy.py's results ``path`` (None if that benchmark has not run)."""
     if not path.exists():
         return None
     runs = json.loads(path.read_text())["runs"]
@@ -158,8 +154,8 @@ def darcy_gt_row() -> dict[str, Any] | None:
 
 
 def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> list[str]:
-    lines = ["| model | parameters | traj. rel. L2 (test) | final frame | inference s/traj | s/step | threads | "
-             "train h | peak RSS GiB | best epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = table_head("model", "parameters", "traj. rel. L2 (test)", "final frame", "inference s/traj", "s/step",
+                       "threads", "train h", "peak RSS GiB", "best epoch")
     if baseline is not None:
         lines.append(f"| persistence (last given frame repeated) | 0 | {baseline['relative_l2']:.3e} | "
                      f"{baseline['final_relative_l2']:.3e} | | | | | | |")
@@ -173,9 +169,8 @@ def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None =
 
 
 def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
-    lines = ["| grid | mode | factorised s | full (linear) s | full / factorised time | tensor peak GiB (fact. / full) | "
-             "full / factorised tensor peak | peak RSS GiB (fact. / full) |", "|---|---|---|---|---|---|---|---|"]
-    gib = 2.0**30
+    lines = table_head("grid", "mode", "factorised s", "full (linear) s", "full / factorised time",
+                       "tensor peak GiB (fact. / full)", "full / factorised tensor peak", "peak RSS GiB (fact. / full)")
     for mode in ("forward", "train"):
         for n in (64, 128):
             fact, full = (next((c for c in cells if c["model"] == p and c["mode"] == mode and c["resolution"] == n),
@@ -183,12 +178,12 @@ def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
             if fact["status"] != "ok" or full["status"] != "ok":
                 lines.append(f"| {n}^2 | {mode} | {fact['status']} | {full['status']} | | | | |")
                 continue
-            tensors = (f"{fact['peak_tensor_bytes'] / gib:.2f} / {full['peak_tensor_bytes'] / gib:.2f} | "
+            tensors = (f"{fact['peak_tensor_bytes'] / GIB:.2f} / {full['peak_tensor_bytes'] / GIB:.2f} | "
                        f"{full['peak_tensor_bytes'] / fact['peak_tensor_bytes']:.2f}" if "peak_tensor_bytes" in fact
                        else "not measured | ")
             lines.append(f"| {n}^2 | {mode} | {fact['seconds_median']:.3f} | {full['seconds_median']:.3f} | "
                          f"{full['seconds_median'] / fact['seconds_median']:.2f} | {tensors} | "
-                         f"{fact['peak_memory_bytes'] / gib:.2f} / {full['peak_memory_bytes'] / gib:.2f} |")
+                         f"{fact['peak_memory_bytes'] / GIB:.2f} / {full['peak_memory_bytes'] / GIB:.2f} |")
     return lines
 
 
@@ -211,7 +206,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "Same model (d 128, 4 layers, latent marching 4 steps), batch 4; the paper measured about 3x the "
                   "time and 2.3x the memory for full attention at 128^2 on a GPU (peak allocated CUDA memory). The tensor "
                   "peak is its CPU counterpart: the most tensor memory alive at once (weights, input, and what a "
-                  "step allocates, from torch's allocator events; `opformer.eval.memory`). The peak RSS of each cell "
+                  "step allocates, from torch's allocator events; `opformer.bench.memory`). The peak RSS of each cell "
                   "process is also given: it includes freed blocks the C allocator keeps for reuse, as the trainer "
                   "asks it to (`train.retain_freed_memory`).", ""]
         if "attention_cost" in parts:
@@ -224,8 +219,8 @@ def markdown(result: dict[str, Any]) -> str:
                   *_rollout_table(parts["turbulence3d"]["runs"], parts["turbulence3d"].get("persistence")), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
-                  "| model | parameters | rel. L2 (test) | s/step | threads | train h | peak RSS GiB | best epoch |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  *table_head("model", "parameters", "rel. L2 (test)", "s/step", "threads", "train h", "peak RSS GiB",
+                              "best epoch")]
         gt = parts["darcy"]["galerkin_transformer"]
         for name, row in [("FactFormer", parts["darcy"]["runs"][0]), ("Galerkin Transformer", gt)]:
             if row is None:

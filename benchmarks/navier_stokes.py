@@ -19,29 +19,25 @@ Writes benchmarks/results/navier_stokes.json and benchmarks/results/navier_stoke
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from training_runs import add_parallel_arguments, per_model_epochs, run_record, train_all, write_results
+from harness import ROOT, argument_parser, per_model_epochs, run_record, table_head, train_all, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 MODELS = ("fno2d", "ffno", "dil_resnet")
 STRATEGIES = {"one_step": [], "pushforward": ["rollout.strategy=pushforward", "rollout.unroll_steps=2"]}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__, parallel=True)
     parser.add_argument("--data", default="data/ns_1e-3.h5")
     parser.add_argument("--epochs", default="500", help="N, or model=N,... per model")
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--n-val", type=int, default=100, help="validation trajectories (rolled out every epoch)")
     parser.add_argument("--n-test", type=int, default=100)
     parser.add_argument("--models", default=",".join(MODELS))
-    add_parallel_arguments(parser)
     parser.add_argument("--runs", default="runs/navier-stokes-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -65,14 +61,14 @@ def main() -> None:
         started = time.perf_counter()
         (evaluation,) = evaluate_run(run, args.data, [None])
         seconds = time.perf_counter() - started
-        rows.append({"model": model, "strategy": strategy, **run_record(summaries[run], config, sets, ROOT),
+        rows.append({"model": model, "strategy": strategy, **run_record(summaries[run], config, sets),
                      "evaluation_seconds_per_trajectory": seconds / args.n_test, "test": evaluation})
     result = {
         "full_budget": set(epochs.values()) == {500} and args.n_train == 1000, "epochs": epochs,
         "n_train": args.n_train, "n_val": args.n_val, "n_test": args.n_test, "wall_seconds": wall,
         "runs": rows,
     }
-    write_results(RESULTS, "navier_stokes", result, markdown, load_before)
+    write_results(args.results, "navier_stokes", result, markdown, load_before)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -89,9 +85,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['loadavg_before'][0]:.2f} / {result['loadavg_after'][0]:.2f}; wall time "
         f"{result['wall_seconds'] / 60:.1f} min. The FNO paper reports about 1e-2 for FNO-2D with its full recipe.",
         "",
-        "| model | training | parameters | traj. rel. L2 (test) | final frame | s/step | train h | "
-        "rollout s/traj | peak RSS GiB | best epoch |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        *table_head("model", "training", "parameters", "traj. rel. L2 (test)", "final frame", "s/step", "train h",
+                    "rollout s/traj", "peak RSS GiB", "best epoch"),
     ]
     for row in result["runs"]:
         test = row["test"]

@@ -8,19 +8,14 @@ the count).  Writes benchmarks/results/navier_stokes_data.json and .md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
-import sys
 import time
-from pathlib import Path
+from typing import Any
 
 import numpy as np
-import scipy
 import scipy.fft
 
-from opformer.io import write_atomic
+from harness import argument_parser, describe_machine, quantity_table, relative_l2, write_results
 from opformer.pde.navier_stokes import (
     FFTS_PER_STEP,
     FNO_GRF,
@@ -34,13 +29,6 @@ RESOLUTION = 64
 T_FINAL = 50.0
 TARGET_SAMPLES = 1000
 N_CHECK = 4  # samples re-solved at 128^2 and with dt / 2
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def rel_error(u: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Relative L2 error per sample."""
-    u, ref = u.reshape(len(u), -1), ref.reshape(len(ref), -1)
-    return np.linalg.norm(u - ref, axis=1) / np.linalg.norm(ref, axis=1)
 
 
 def max_speed(w: np.ndarray) -> float:
@@ -56,11 +44,12 @@ def max_speed(w: np.ndarray) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=50)
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
     start = time.perf_counter()
     data, settings = generate_fno_nu(args.samples, NU, RESOLUTION, T_FINAL, batch_size=args.batch_size)
     seconds = time.perf_counter() - start
@@ -78,7 +67,7 @@ def main() -> None:
     base, _ = solve_navier_stokes_2d(w0, dt=dt, **kwargs)
     fine, _ = solve_navier_stokes_2d(w0, dt=dt / 2, solve_resolution=2 * RESOLUTION, **kwargs)  # same CFL number
     half, _ = solve_navier_stokes_2d(w0, dt=dt / 2, **kwargs)
-    stored_vs_float64 = rel_error(data[:n_check, -1, ..., 0], base[:, -1])
+    stored_vs_float64 = relative_l2(data[:n_check, -1, ..., 0], base[:, -1])
 
     # One batched FFT (the solver's inverse transform of 4 fields per sample) for the FFT share.
     noise = np.random.default_rng(0).standard_normal((args.batch_size, 4, RESOLUTION, RESOLUTION))
@@ -90,18 +79,8 @@ def main() -> None:
 
     extrapolated = seconds * TARGET_SAMPLES / args.samples
     speed = max(max_speed(data[i : i + 1, :, ..., 0].astype(np.float64)) for i in range(args.samples))
-    script = ".venv/bin/python benchmarks/navier_stokes_data.py"
     result = {
-        "command": f"{script} --samples {args.samples} --batch-size {args.batch_size}",
-        "full_run_command": f"{script} --samples {TARGET_SAMPLES}",
-        "machine": {
-            "cores": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "python": sys.version.split()[0],
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "load_average_at_end": os.getloadavg()[0],
-        },
+        "full_run_command": f"python benchmarks/navier_stokes_data.py --samples {TARGET_SAMPLES}",
         "nu": NU,
         "initial_condition": FNO_GRF,
         "t_final": T_FINAL,
@@ -123,27 +102,32 @@ def main() -> None:
         "max_cfl_at_frames": speed * dt * RESOLUTION,
         "max_abs_vorticity": float(np.abs(data).max()),
         "check_samples": n_check,
-        "rel_l2_t50_64_vs_128_dt_half": rel_error(base[:, -1], fine[:, -1]).tolist(),
-        "rel_l2_t50_dt_vs_dt_half": rel_error(base[:, -1], half[:, -1]).tolist(),
+        "rel_l2_t50_64_vs_128_dt_half": relative_l2(base[:, -1], fine[:, -1]).tolist(),
+        "rel_l2_t50_dt_vs_dt_half": relative_l2(base[:, -1], half[:, -1]).tolist(),
         "rel_l2_t50_stored_float32_vs_float64_solve": stored_vs_float64.tolist(),
     }
-    RESULTS.mkdir(exist_ok=True)
-    write_atomic(RESULTS / "navier_stokes_data.json", json.dumps(result, indent=2) + "\n")
-    machine = result["machine"]
+    write_results(args.results, "navier_stokes_data", result, markdown, load_before, "numpy", "scipy")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result as a markdown table of quantities, with the extrapolation and the resolution check."""
+    samples, seconds, batch, dt = result["samples_timed"], result["seconds"], result["batch_size"], result["dt"]
+    # the load average at the end: before benchmarks/harness.py the machine's load_average_at_end
+    load_after = result["loadavg_after"][0] if "loadavg_after" in result else result["machine"]["load_average_at_end"]
     worst = {key: max(result[key]) for key in result if key.startswith("rel_l2")}
     rows = [
-        ("machine", f"{machine['cores']} cores, {machine['processor']}, numpy {machine['numpy']}, scipy {machine['scipy']}"),
-        ("timed", f"{args.samples} trajectories x {T_FINAL:g} time units, stored 64^2 x 51 frames, "
-         f"chunks of {args.batch_size}, 2 threads"),
-        ("wall time (generate_fno_nu, end to end)", f"{seconds:.1f} s ({seconds / args.samples:.2f} s / trajectory)"),
+        ("machine", describe_machine(result["machine"])),
+        ("timed", f"{samples} trajectories x {T_FINAL:g} time units, stored 64^2 x 51 frames, "
+         f"chunks of {batch}, 2 threads"),
+        ("wall time (generate_fno_nu, end to end)", f"{seconds:.1f} s ({seconds / samples:.2f} s / trajectory)"),
         ("extrapolated time for 1000 trajectories" + (" (EXTRAPOLATION)" if result["extrapolated"] else ""),
-         f"{extrapolated / 60:.1f} min"),
+         f"{result['extrapolated_seconds_for_1000'] / 60:.1f} min"),
         ("solve grid (de-aliased modes)", f"{RESOLUTION}^2 (|m| <= {(RESOLUTION - 1) // 3})"),
-        ("dt (steps per trajectory)", f"{dt:g} ({steps})"),
-        ("FFTs per step (real 64^2 fields)", f"{FFTS_PER_STEP}"),
-        ("grid-point updates / s (samples x steps x 64^2 / wall time)", f"{updates:.3g}"),
+        ("dt (steps per trajectory)", f"{dt:g} ({result['steps_per_trajectory']})"),
+        ("FFTs per step (real 64^2 fields)", f"{result['ffts_per_step']}"),
+        ("grid-point updates / s (samples x steps x 64^2 / wall time)", f"{result['grid_point_updates_per_second']:.3g}"),
         ("one 64^2 FFT (batched, 1 thread); FFT share of the wall time",
-         f"{fft_seconds * 1e6:.1f} us; {result['fft_share_estimate']:.0%}"),
+         f"{result['single_fft_64x64_seconds_one_thread'] * 1e6:.1f} us; {result['fft_share_estimate']:.0%}"),
         ("max CFL dt max(|u|+|v|) N over the stored frames", f"{result['max_cfl_at_frames']:.3f}"),
         ("rel. L2 at t = 50: 64^2 vs 128^2 with dt / 2 (max)", f"{worst['rel_l2_t50_64_vs_128_dt_half']:.2e}"),
         ("rel. L2 at t = 50: dt vs dt / 2 (max)", f"{worst['rel_l2_t50_dt_vs_dt_half']:.2e}"),
@@ -152,22 +136,21 @@ def main() -> None:
     ]
     md = ["# FNO-nu = 1e-3 trajectory generation (2D Navier-Stokes, vorticity)", ""]
     md += [f"Command: `{result['command']}`", ""]
-    md += ["| quantity | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    md += quantity_table(rows)
     md += [
         "",
-        f"The 1000-trajectory time is a linear extrapolation of the timed {args.samples} (full run: "
+        f"The 1000-trajectory time is a linear extrapolation of the timed {samples} (full run: "
         f"`{result['full_run_command']}`). The machine was shared with other jobs (load average at the end "
-        f"{machine['load_average_at_end']:.2f}).",
-        f"Resolution check: {n_check} trajectories re-solved on a 128^2 grid (42 de-aliased modes, dt / 2 to keep the "
-        "CFL number) and on 64^2 with dt / 2; "
+        f"{load_after:.2f}).",
+        f"Resolution check: {result['check_samples']} trajectories re-solved on a 128^2 grid (42 de-aliased modes, "
+        "dt / 2 to keep the CFL number) and on 64^2 with dt / 2; "
         + (
             "64^2 is resolved, so the data are solved on the storage grid."
             if worst["rel_l2_t50_64_vs_128_dt_half"] < 1e-6
             else "64^2 is NOT resolved to 1e-6: solve on a finer grid."
         ),
     ]
-    write_atomic(RESULTS / "navier_stokes_data.md", "\n".join(md) + "\n")
-    print("\n".join(md))
+    return "\n".join(md) + "\n"
 
 
 if __name__ == "__main__":

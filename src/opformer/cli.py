@@ -158,8 +158,9 @@ def _writable_folder(option: str, value: str, folder: Path, create: bool) -> Non
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from opformer.eval.bench import BenchSettings, run_bench, solver_comparison
-    from opformer.eval.bench_report import plot_bench, to_markdown
+    from opformer.bench.report import plot_bench, to_markdown
+    from opformer.bench.solver_timing import solver_comparison
+    from opformer.bench.sweep import BenchSettings, run_bench
     from opformer.runtime import resolve_device
     from opformer.io import write_atomic
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from opformer.errors import ConfigError
-from opformer.eval.memory import TensorMemoryTracker
+from opformer.bench.memory import TensorMemoryTracker
 from opformer.nn.factorized import (
     AxisKernel,
     FactorizedAttention,

@@ -1,7 +1,7 @@
-"""``opformer bench``: time, memory and FLOPs of models across resolutions, with peers side by side.
+"""The sweep of ``opformer bench``: every model x implementation x resolution cell, timed within budgets.
 
 Every cell (preset x implementation x resolution) runs in a fresh child process
-(:mod:`opformer.eval.bench_cell`), so its peak memory is its own. The parent predicts each cell's time
+(:mod:`opformer.bench.cell`), so its peak memory is its own. The parent predicts each cell's time
 and memory from the smaller resolutions already measured and skips a cell that would exceed a budget;
 a child that still goes over (or dies) is stopped and its cell marked, never the whole run.
 """
@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from opformer.errors import ConfigError
-from opformer.eval.flops import matmul_peak
-from opformer.eval.peers import OPFORMER, PEER_OF_PRESET
+from opformer.bench.flops import matmul_peak
+from opformer.bench.peers import OPFORMER, PEER_OF_PRESET
 from opformer.models.registry import PRESETS
 
 GIB = 1024**3
@@ -141,7 +141,7 @@ def interrupts_held() -> Iterator[list[int]]:
 def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     """Run one cell in a fresh interpreter; stop it at the time or memory budget."""
     env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
-    command = [sys.executable, "-m", "opformer.eval.bench_cell", json.dumps(spec)]
+    command = [sys.executable, "-m", "opformer.bench.cell", json.dumps(spec)]
     start = time.monotonic()
     with interrupts_held() as held:  # an interrupt inside Popen() would leave the started child running
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
@@ -256,35 +256,3 @@ def format_cell(cell: dict[str, Any]) -> str:
         return f"{label}: {cell['status']}"
     return (f"{label}: {cell['seconds_median']:.4g} s/step, {cell['peak_memory_bytes'] / GIB:.3g} GiB, "
             f"{cell['flop_rate'] / 1e9:.3g} GFLOP/s ({100 * cell['peak_fraction']:.0f}% of peak)")
-
-
-#: ``--solver`` choices -> the surrogate preset timed against the solver when --models names none of its kind.
-SOLVER_SURROGATES = {"burgers": "gt_burgers"}
-
-
-def solver_comparison(settings: BenchSettings, solver: str, progress: Any = print) -> dict[str, Any]:
-    """Seconds per sample of the built-in solver versus the surrogate's inference at each resolution.
-
-    The surrogate is the first 1D Burgers model of ``settings.models`` (else ``gt_burgers``), untrained
-    (inference costs the same), timed in forward mode in a fresh process like any cell.
-    """
-    from opformer.eval.bench_report import time_burgers_solver
-
-    if solver not in SOLVER_SURROGATES:
-        raise ConfigError(f"--solver: unknown solver {solver!r}; valid: {', '.join(SOLVER_SURROGATES)}")
-    surrogate = next((m for m in settings.models if m.endswith("_burgers")), SOLVER_SURROGATES[solver])
-    rows = []
-    for resolution in sorted(settings.resolutions):
-        spec = {"preset": surrogate, "implementation": OPFORMER, "resolution": resolution,
-                "batch": settings.batch, "mode": "forward", "repeats": settings.repeats,
-                "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
-        cell = run_child(spec, settings)
-        per_sample = cell["seconds_median"] / settings.batch if cell["status"] == "ok" else None
-        solver_time = time_burgers_solver(resolution, settings.batch, settings.threads)
-        speedup = None if per_sample is None else solver_time / per_sample
-        rows.append({"resolution": resolution, "solver_seconds_per_sample": solver_time,
-                     "surrogate_seconds_per_sample": per_sample, "speedup": speedup,
-                     "surrogate_status": cell["status"]})
-        progress(f"{solver} solver n={resolution}: {solver_time:.4g} s/sample; {surrogate}: "
-                 + (cell["status"] if per_sample is None else f"{per_sample:.4g} s/sample, speedup {speedup:.1f}x"))
-    return {"solver": solver, "surrogate": surrogate, "rows": rows}

@@ -1,8 +1,7 @@
-"""Outputs of ``opformer bench``: the markdown table, the log-log plot, the solver comparison."""
+"""Outputs of ``opformer bench``: the markdown table (with the solver comparison) and the log-log plot."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ def to_markdown(report: dict[str, Any], command: str = "") -> str:
         f"{machine['device']}; measured float32 matmul peak {machine['matmul_peak_flops'] / 1e9:.1f} GFLOP/s. "
         f"Median of {settings['repeats']} steps after {settings['warmup']} warm-up steps [quartiles]; memory is "
         f"the {memory_kind} of a fresh process per cell, tensors the most tensor memory alive at once "
-        "(opformer.eval.memory); FLOPs counted by torch.utils.flop_counter "
+        "(opformer.bench.memory); FLOPs counted by torch.utils.flop_counter "
         "(matrix products; FFTs and element-wise operations not counted).",
     ]
     if command:
@@ -102,24 +101,3 @@ def plot_bench(report: dict[str, Any], path: Path) -> Path:
     finally:
         plt.close(figure)
     return path
-
-
-def time_burgers_solver(resolution: int, samples: int, threads: int, repeats: int = 3) -> float:
-    """Median seconds per sample of the built-in Burgers solver on the paper's data (t = 1) at ``resolution``.
-
-    Initial data are the paper's random fields; the solver runs with the data generator's defaults.
-    """
-    import numpy as np
-
-    from opformer.pde.burgers import DEFAULT_DT, PAPER_GRF, solve_burgers
-    from opformer.pde.grf import color_noise, grf_eigenvalues
-
-    grf = {key: PAPER_GRF[key] for key in ("alpha", "tau", "sigma", "zero_mean")}
-    eigenvalues = grf_eigenvalues((resolution,), length=1.0, **grf)
-    u0 = color_noise(np.random.default_rng(0).standard_normal((samples, resolution)), eigenvalues)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        solve_burgers(u0, 0.1 / (2 * np.pi), 1.0, dt=DEFAULT_DT, workers=threads)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) / samples

@@ -1,4 +1,4 @@
-"""``opformer bench``: the command on tiny sizes, FLOP formulas, budgets and errors."""
+"""``opformer bench``: the command on tiny sizes, budgets, failures, errors and interrupts."""
 
 from __future__ import annotations
 
@@ -10,29 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
 
+from opformer.bench.sweep import BenchSettings, failure, predict_skip
 from opformer.cli import main
-from opformer.eval.bench import BenchSettings, failure, predict_skip
-from opformer.eval.bench_cell import run_cell
-from opformer.eval.flops import count_flops
-from opformer.eval.memory import TensorMemoryTracker, peak_of_changes
-from opformer.nn.attention import SimpleAttention
 
 CELL_FIELDS = {"model", "implementation", "resolution", "batch", "mode", "status", "seconds_median", "seconds_q1",
                "seconds_q3", "seconds_min", "seconds_max", "samples_per_second", "peak_memory_bytes",
                "memory_kind", "peak_tensor_bytes", "flops_per_step", "flop_rate", "peak_fraction", "parameters"}
 TINY = ["--batch", "1", "--repeats", "2", "--warmup", "0", "--threads", "1"]
-
-
-def one_line_error(capsys, argv, *needles):
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
@@ -55,60 +40,6 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     assert "| gt_burgers | opformer | 32 |" in (tmp_path / "b.md").read_text()
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # written via temporary names and renamed
-
-
-def test_tensor_memory_tracker_counts_live_bytes_at_the_peak():
-    before = torch.ones(10_000)  # allocated before tracking: its free is not counted
-    with TensorMemoryTracker() as tracker:
-        a = torch.empty(1000, 1000)  # 4e6 bytes
-        b = torch.empty(250, 1000)  # 1e6
-        del a, before
-        c = torch.empty(500, 1000)  # 2e6: the total falls to 1e6, rises to 3e6
-    del b, c
-    assert tracker.peak_bytes == 5_000_000
-    assert peak_of_changes([(3, -5), (1, 4), (2, 3), (4, 1)]) == 7
-    assert peak_of_changes([]) == 0
-
-
-def test_cell_tensor_peak_counts_the_weights_and_adam_state():
-    spec = {"preset": "gt_burgers", "implementation": "opformer", "resolution": 16, "batch": 1, "mode": "forward",
-            "repeats": 1, "warmup": 0, "threads": 1, "device": "cpu"}
-    forward, train = run_cell(spec), run_cell({**spec, "mode": "train"})
-    weights = 4 * forward["parameters"]
-    # the weights (allocated before tracking) under both; training adds gradients and Adam's two moments
-    assert weights < forward["peak_tensor_bytes"] < 2 * weights
-    assert 4 * weights < train["peak_tensor_bytes"] < 4 * weights + forward["peak_tensor_bytes"]
-    assert train["peak_tensor_bytes"] < train["peak_memory_bytes"]
-
-
-def test_linear_layer_flops_match_formula():
-    b, n, c_in, c_out = 3, 17, 5, 7
-    layer = nn.Linear(c_in, c_out)
-    x = torch.randn(b, n, c_in, requires_grad=True)
-    assert count_flops(lambda: layer(x)) == 2 * b * n * c_in * c_out
-    # backward: the input and the weight gradients, one product each
-    assert count_flops(lambda: layer(x).sum().backward()) == 3 * 2 * b * n * c_in * c_out
-
-
-@pytest.mark.parametrize("n_head", [1, 2])
-def test_galerkin_attention_flops_match_formula(n_head):
-    b, n, d, p = 2, 50, 8, 1
-    dh, e = d // n_head, d // n_head + p
-    attn = SimpleAttention(d, n_head, "galerkin", pos_dim=p)
-    x, pos = torch.randn(b, n, d), torch.rand(n, p)
-    counted = count_flops(lambda: attn(x, pos))
-    # K, V projections; the blocks K^T V (per head), pos^T V, K^T pos, pos^T pos of [pos, K]^T [pos, V];
-    # M = A W_o^T per head; G = W_q^T M_q; c = b_q M_q + b_o; out = x G + c and + pos P
-    formula = (2 * 2 * b * n * d * d + 2 * b * n_head * n * dh * dh + 2 * b * p * n * d + 2 * b * d * n * p
-               + 2 * p * n * p + 2 * b * n_head * e * e * d + 2 * b * d * d * d + 2 * b * d * d
-               + 2 * b * n * d * d + 2 * b * n * p * d)
-    assert counted == formula
-    # the textbook order Q'(K'^T V') on [pos, .] per head, then the output map, costs more per token
-    textbook = 3 * 2 * b * n * d * d + 2 * 2 * b * n * n_head * e * e + 2 * b * n * n_head * e * d
-    assert counted < textbook
-    # and grows linearly in n: no N x N product
-    counts = [count_flops(lambda: attn(torch.randn(b, k * n, d), torch.rand(k * n, p))) for k in (1, 2, 3)]
-    assert counts[2] - counts[1] == counts[1] - counts[0]
 
 
 def test_cell_over_the_time_budget_is_stopped_and_marked(tmp_path, capsys):
@@ -138,32 +69,33 @@ def test_failed_cell_status_names_the_signal_or_the_error():
     assert failure(3, "") == "failed: exit code 3"
 
 
-def test_missing_peer_package_marks_its_rows(monkeypatch):
-    monkeypatch.setitem(sys.modules, "galerkin_transformer.model", None)  # import fails
-    spec = {"preset": "gt_burgers", "implementation": "galerkin-transformer", "resolution": 16, "batch": 1,
-            "mode": "forward", "repeats": 1, "warmup": 0, "threads": 1, "device": "cpu"}
-    result = run_cell(spec)
-    assert result["status"].startswith("peer unavailable: cannot import galerkin_transformer")
+@pytest.mark.parametrize("argv, needles", [
+    (["--models", "gt_burgers,nope"], ["--models", "nope", "gt_burgers"]),
+    (["--resolutions", "512,0"], ["--resolutions"]),
+    (["--resolutions", "5x"], ["--resolutions"]),
+    (["--batch", "0"], ["--batch"]),
+    (["--json", "{tmp}/missing/b.json"], ["--json", "cannot write"]),
+    (["--plot", "{tmp}"], ["--plot"]),
+])
+def test_bad_input_gives_one_line_errors(capsys, tmp_path, argv, needles):
+    assert main(["bench", *(a.format(tmp=tmp_path) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()
+    assert "Traceback" not in err and all(needle in line for needle in needles), line
 
 
-def test_bad_input_gives_one_line_errors(capsys, tmp_path):
-    one_line_error(capsys, ["bench", "--models", "gt_burgers,nope"], "--models", "nope", "gt_burgers")
-    one_line_error(capsys, ["bench", "--resolutions", "512,0"], "--resolutions")
-    one_line_error(capsys, ["bench", "--resolutions", "5x"], "--resolutions")
-    one_line_error(capsys, ["bench", "--batch", "0"], "--batch")
-    one_line_error(capsys, ["bench", "--json", str(tmp_path / "missing" / "b.json")], "--json", "cannot write")
-    one_line_error(capsys, ["bench", "--plot", str(tmp_path)], "--plot")
+def test_help_shows_the_example(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     assert "example:\n  opformer bench" in capsys.readouterr().out
 
 
 def _cells(pid: int) -> list[int]:
-    """The bench_cell processes among ``pid``'s children (not a short-lived helper such as ``uname``)."""
+    """The bench cell processes among ``pid``'s children (not a short-lived helper such as ``uname``)."""
     cells = []
     for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
         try:
-            if b"bench_cell" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"opformer.bench.cell" in Path(f"/proc/{child}/cmdline").read_bytes():
                 cells.append(int(child))
         except OSError:
             pass

@@ -1,12 +1,12 @@
 """One benchmark cell (model x implementation x resolution), run in a fresh child process.
 
-``python -m opformer.eval.bench_cell '<json spec>'`` prints one JSON line with the measurements; the
-parent (:mod:`opformer.eval.bench`) starts one such process per cell so that the peak resident set of a
+``python -m opformer.bench.cell '<json spec>'`` prints one JSON line with the measurements; the
+parent (:mod:`opformer.bench.sweep`) starts one such process per cell so that the peak resident set of a
 cell is its own. The spec holds ``preset, implementation, resolution, batch, mode, repeats, warmup,
 threads, device``. Besides the peak resident set (``peak_memory_bytes``, which depends on the C allocator),
 ``peak_tensor_bytes`` is the most tensor memory alive at once: on CUDA ``max_memory_allocated``, on the CPU the
 weights, buffers, input, target and optimizer state plus the peak of what one more step allocates
-(:mod:`opformer.eval.memory`), measured after the peak resident set was read (profiling grows it).
+(:mod:`opformer.bench.memory`), measured after the peak resident set was read (profiling grows it).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from opformer.bench.flops import count_flops
+from opformer.bench.memory import TensorMemoryTracker
+from opformer.bench.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.config import OptimConfig
-from opformer.eval.flops import count_flops
-from opformer.eval.memory import TensorMemoryTracker
-from opformer.eval.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.models.registry import build_model, preset
 from opformer.runtime import release_freed_memory, retain_freed_memory
 from opformer.train.optim import build_optimizer

@@ -1,7 +1,7 @@
 """Peak bytes of live tensors on the host: the CPU counterpart of ``torch.cuda.max_memory_allocated``.
 
 A process's peak resident set depends on the C allocator (glibc keeps or returns freed blocks; the trainer
-asks it to keep them, :mod:`opformer.train.allocator`), so it is an upper bound on what a model needs. This
+asks it to keep them, :mod:`opformer.runtime`), so it is an upper bound on what a model needs. This
 module counts what the model itself holds: every tensor allocation and free that torch's CPU allocator
 reports to the profiler (``profile_memory``), summed in time order; the peak of that sum is the most tensor
 memory alive at once. Allocations made before tracking started are not counted.

@@ -1,0 +1,197 @@
+"""What every benchmark script shares: its command line, training runs, step timing, metadata and writer.
+
+- Training runs: :func:`train_all` trains ``(config, overrides, run_dir)`` jobs in fresh processes (so each peak
+  RSS is its own), resumably; :func:`run_record` is what a results table reports of one.
+- Step timing: :func:`time_step` runs one ``opformer bench`` cell (:mod:`opformer.bench.cell`) in a fresh process.
+- Results: :func:`write_results` adds the metadata (:func:`metadata`: command, machine, load average before and
+  after) to a result and writes ``NAME.json`` and ``NAME.md`` (the markdown made from the JSON alone, so a
+  committed result can be re-rendered; :func:`describe_machine` reads the older shapes of ``machine`` too).
+
+Each script is run from the repository root as ``python benchmarks/NAME.py`` (this folder is then first on the
+module path, so ``import harness`` finds this file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import importlib.metadata
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opformer.io import write_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+GIB = 2.0**30
+
+
+# The command line.
+
+def argument_parser(doc: str, parallel: bool = False) -> argparse.ArgumentParser:
+    """A script's argument parser with its docstring as help and ``--results``; ``parallel`` adds ``--jobs`` and
+    ``--threads`` (the training benchmarks)."""
+    result = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    result.add_argument("--results", default=str(RESULTS), help="folder of the results JSON and markdown")
+    if parallel:
+        result.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+        result.add_argument("--threads", type=int, default=None,
+                            help="threads per run (default: cores / jobs; give 1 when another job shares the cores)")
+    return result
+
+
+def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
+    """The ``--epochs`` of a benchmark: ``"40"`` -> 40 for every model; ``"fno2d=60,ffno=4"`` -> those (every
+    model must be given)."""
+    if "=" not in text:
+        return dict.fromkeys(models, int(text))
+    epochs = {name: int(value) for name, value in (item.split("=") for item in text.split(","))}
+    missing = [model for model in models if model not in epochs]
+    if missing:
+        raise SystemExit(f"--epochs: no budget for {', '.join(missing)} (expected model=N for every model)")
+    return epochs
+
+
+# Training runs.
+
+def exit_with_parent(parent: int, poll_seconds: float = 2.0) -> None:
+    """End this worker process once the benchmark process ``parent`` is gone, however it died (even SIGKILL):
+    an orphaned training run would hold a core for hours. Checkpoints are written atomically, so the run
+    resumes from its last epoch."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: int) -> dict[str, Any]:
+    """Train (or resume) one run in this (fresh) process; its summary with the peak RSS and threads."""
+    import torch
+
+    from opformer.config import load_config
+    from opformer.train.trainer import train
+
+    exit_with_parent(parent)
+    torch.set_num_threads(threads)
+    resume = (Path(run_dir) / "config.yaml").exists()
+    summary = train(load_config(config, sets), run_dir, resume=resume)
+    summary["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    summary["threads"] = threads
+    return summary
+
+
+def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, threads: int | None = None
+              ) -> dict[str, dict[str, Any]]:
+    """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``threads`` threads (default:
+    the machine's cores shared out) in a process of its own; return the summaries by run directory."""
+    context = multiprocessing.get_context("spawn")
+    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
+    with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(train_one, config, sets, run, threads, os.getpid()): run for config, sets, run in jobs}
+        return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
+
+
+def run_record(summary: dict[str, Any], config: str, sets: list[str]) -> dict[str, Any]:
+    """What a results table reports of a trained run: its config, size, budget, speed and memory."""
+    return {"config": str(Path(config).relative_to(ROOT)), "overrides": sets, "parameters": summary["parameters"],
+            "epochs": summary["epochs"], "best_epoch": summary["best_epoch"],
+            "seconds_per_step": summary["seconds_per_step"], "train_hours": summary["train_seconds"] / 3600,
+            "peak_rss_gib": summary["peak_rss_gib"], "threads": summary["threads"],
+            "best_val_relative_l2": summary["best_val_relative_l2"]}
+
+
+# Step timing.
+
+def time_step(preset: str, resolution: int, batch: int, threads: int, mode: str = "train", repeats: int = 3,
+              warmup: int = 1, src: str | None = None) -> dict[str, Any]:
+    """One ``opformer bench`` cell of an opformer preset on the CPU, in a fresh process (its peak RSS its own)
+    with ``threads`` threads; ``src`` puts another source tree first on the module path. Its result fields
+    (``seconds_median``, ``peak_memory_bytes``, ...); a cell that was not measured ends the script."""
+    spec = {"preset": preset, "implementation": "opformer", "resolution": resolution, "batch": batch, "mode": mode,
+            "repeats": repeats, "warmup": warmup, "threads": threads, "device": "cpu"}
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **({"PYTHONPATH": src} if src else {}))
+    tree = Path(src) if src else ROOT / "src"
+    module = "opformer.bench.cell" if (tree / "opformer" / "bench" / "cell.py").exists() \
+        else "opformer.eval.bench_cell"  # a tree from before opformer.bench
+    out = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], env=env, capture_output=True, text=True,
+                         check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["status"] != "ok":
+        raise SystemExit(f"{src or 'opformer'}: {preset} at {resolution}: {result['status']}")
+    return result
+
+
+# Results.
+
+def relative_l2(u: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Relative L2 error of each sample (the first axis), in float64."""
+    u, ref = (np.asarray(a, np.float64).reshape(len(a), -1) for a in (u, ref))
+    return np.linalg.norm(u - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def machine(*libraries: str) -> dict[str, Any]:
+    """What the results were measured on: cores, processor, Python, and the versions of torch and ``libraries``."""
+    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            **{name: importlib.metadata.version(name) for name in ("torch", *libraries)}}
+
+
+def describe_machine(info: dict[str, Any] | str) -> str:
+    """The machine of a result in words: "2 cores, x86_64, torch 2.5.1, numpy 2.1.0" (the versions of the
+    libraries it names). Reads the older shapes too: a sentence (kept), ``cores`` for ``cpus``, no ``processor``."""
+    if isinstance(info, str):
+        return info
+    words = [f"{info.get('cpus', info.get('cores'))} cores", *([info["processor"]] if "processor" in info else [])]
+    words += [f"{name} {value}" for name, value in info.items() if isinstance(value, str)
+              and name not in ("processor", "python")]
+    return ", ".join(words)
+
+
+def command() -> str:
+    """The command line of the running script, as a results file records it."""
+    return f"python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
+
+
+def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
+    """A result's metadata: the script's :func:`command`, the :func:`machine` (with ``libraries``), the load
+    average before (``load_before``, ``os.getloadavg()`` at the start) and now."""
+    return {"command": command(), "machine": machine(*libraries), "loadavg_before": list(load_before),
+            "loadavg_after": list(os.getloadavg())}
+
+
+def table_head(*columns: str) -> list[str]:
+    """The first two markdown lines of a table of ``columns``."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def quantity_table(rows: list[tuple[str, str]]) -> list[str]:
+    """Markdown lines of a two-column "quantity | value" table."""
+    return [*table_head("quantity", "value"), *[f"| {name} | {value} |" for name, value in rows]]
+
+
+def write_results(results: str | Path, name: str, result: dict[str, Any], markdown: Callable[[dict[str, Any]], str],
+                  load_before: Sequence[float], *libraries: str) -> None:
+    """Add the metadata (:func:`metadata`) to ``result``; write ``name``.json and ``name``.md (``markdown`` of the
+    JSON) into the folder ``results``, each atomically; print the markdown."""
+    result.update(metadata(load_before, *libraries))
+    folder = Path(results)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{name}.json", json.dumps(result, indent=2) + "\n")
+    text = markdown(json.loads(json.dumps(result)))  # exactly what the JSON holds
+    write_atomic(folder / f"{name}.md", text)
+    print(text)
