@@ -11,7 +11,7 @@ import torch
 from opformer.errors import ConfigError, DataError
 from opformer.models import build_model, preset
 from opformer.models.factformer import FactFormer2dSteady, FactFormerTime
-from opformer.nn.linear_attention import LinearKernelAttention
+from opformer.nn.oformer_attention import OFormerAttention
 
 
 def _count(model: torch.nn.Module) -> int:
@@ -75,7 +75,7 @@ def test_linear_variant_swaps_only_the_attention():
     model = build_model(preset("linear_kolmogorov"))
     factorized = build_model(preset("factformer_kolmogorov"))
     mixers = [block.mixer for block in model.encoder.blocks]
-    assert len(mixers) == 4 and all(isinstance(m, LinearKernelAttention) for m in mixers)
+    assert len(mixers) == 4 and all(isinstance(m, OFormerAttention) for m in mixers)
     assert all((m.n_head, m.head_dim) == (8, 64) for m in mixers)  # the factorised model's heads
     rest = {k: v.shape for k, v in model.state_dict().items() if ".mixer." not in k}
     assert rest == {k: v.shape for k, v in factorized.state_dict().items() if ".mixer." not in k}

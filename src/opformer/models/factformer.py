@@ -10,7 +10,7 @@ Steady (``factformer2d_steady``, Darcy): ``Linear`` lift -> layers -> ``GroupNor
 convolutions with zero padding (for the Dirichlet boundary) -> ``1x1``: ``(batch, n, n, c) -> (batch, n, n, c)``.
 
 ``attention="linear"`` swaps every factorised attention for the full-grid softmax-free linear attention of
-:class:`opformer.nn.linear_attention.LinearKernelAttention` with the same heads (the paper's section 4.3).
+:class:`opformer.nn.oformer_attention.OFormerAttention` with the same heads (the paper's section 4.3).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from torch import Tensor, nn
 from opformer.errors import ConfigError, DataError
 from opformer.models.time_layout import check_time_sizes, frames_to_channels
 from opformer.nn.attention import check_choice
-from opformer.nn.factorized import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
-from opformer.nn.linear_attention import LinearKernelAttention
+from opformer.nn.factorized_attention import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
+from opformer.nn.oformer_attention import OFormerAttention
 from opformer.nn.positional import grid_coordinates
 
 ATTENTIONS = ("factorized", "linear")
@@ -49,7 +49,7 @@ class FactFormerEncoder(nn.Module):
             blocks = (factorized_block(d_model, n_head, head_dim, ndim, block_latent, kernel_multiplier, rope_scale)
                       for _ in range(n_layers))
         else:
-            blocks = (MixerBlock(d_model, LinearKernelAttention(d_model, n_head, head_dim, ndim, rope_scale),
+            blocks = (MixerBlock(d_model, OFormerAttention(d_model, n_head, head_dim, ndim, rope_scale),
                                  n_head * head_dim, n_head) for _ in range(n_layers))
         self.blocks = nn.ModuleList(blocks)
 

@@ -2,7 +2,8 @@
 
 Tokens are ``(batch, N, d_model)``; the grid coordinates of the N tokens are concatenated in front
 of the queries, keys and values of every head, so the attention itself is dimension-agnostic (a 2D
-grid is flattened to N tokens by the model).
+grid is flattened to N tokens by the model). FactFormer's full-grid linear attention with RoPE is another
+module, :mod:`opformer.nn.oformer_attention`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from opformer.errors import ConfigError
-from opformer.nn.linear_attention import GridRotaryEmbedding, LinearKernelAttention
+from opformer.nn.oformer_attention import GridRotaryEmbedding, OFormerAttention
 
 
 def _rotate(vector: torch.Tensor, coords: list[float], scale: float) -> torch.Tensor:
@@ -31,7 +31,7 @@ def _rotate(vector: torch.Tensor, coords: list[float], scale: float) -> torch.Te
 def test_matches_explicit_kernel_formula():
     torch.manual_seed(0)
     shape, heads, width, scale = (4, 3), 2, 8, 2.0
-    layer = LinearKernelAttention(5, heads, width, ndim=2, rope_scale=scale).double()
+    layer = OFormerAttention(5, heads, width, ndim=2, rope_scale=scale).double()
     u = torch.randn(2, *shape, 5, dtype=torch.float64)
     axes = [torch.linspace(0, 1, n, dtype=torch.float64) for n in shape]
     points = [[axes[0][i].item(), axes[1][j].item()] for i in range(shape[0]) for j in range(shape[1])]
@@ -53,7 +53,7 @@ def test_matches_explicit_kernel_formula():
 
 def test_depends_on_coordinate_differences_only():
     torch.manual_seed(1)
-    layer = LinearKernelAttention(6, 2, 12, ndim=3).double()
+    layer = OFormerAttention(6, 2, 12, ndim=3).double()
     u = torch.randn(1, 3, 4, 2, 6, dtype=torch.float64)
     axes = [torch.rand(n, dtype=torch.float64) for n in (3, 4, 2)]
     shifted = [a + shift for a, shift in zip(axes, (0.3, -1.7, 5.0))]
@@ -66,4 +66,4 @@ def test_rope_groups_need_an_even_share_of_the_head_width():
     with pytest.raises(ConfigError, match="multiple of 6"):
         GridRotaryEmbedding(8, ndim=3)
     with pytest.raises(ValueError, match="expected \\(batch, 2 spatial axes, d\\)"):
-        LinearKernelAttention(4, 1, 4, ndim=2)(torch.randn(1, 3, 4), [torch.rand(3)])
+        OFormerAttention(4, 1, 4, ndim=2)(torch.randn(1, 3, 4), [torch.rand(3)])

@@ -1,5 +1,8 @@
 """Full-grid softmax-free linear attention with RoPE: FactFormer's comparison model (Li et al. 2023, section 4.3).
 
+(Not the ``linear`` type of :mod:`opformer.nn.attention`, the Galerkin Transformer paper's softmax-normalised
+linear attention; a FactFormer config selects this module with ``attention: linear``.)
+
 The paper swaps the factorised attention for the attention of OFormer (its eq. 4) over all ``N`` grid points,
 with the same heads: ``Z = (1/N) rope(Q) (rope(K)^T V)`` per head, ``K`` and ``V`` normalised column-wise
 (instance normalisation over the grid points, no affine). The kernel ``rope(Q) rope(K)^T`` is never formed:
@@ -56,7 +59,7 @@ class GridRotaryEmbedding(nn.Module):
         return t * angle.cos().to(t.dtype) + swapped * sin.to(t.dtype)
 
 
-class LinearKernelAttention(nn.Module):
+class OFormerAttention(nn.Module):
     """Multi-head full-grid linear attention on ``(batch, *spatial, d)``, output ``n_head * head_dim`` features.
 
     ``Q, K, V = Linear(d, n_head * head_dim, bias=False)``; see the module docstring. ``rope_scale`` None

@@ -10,7 +10,7 @@ import torch
 
 from opformer.errors import ConfigError
 from opformer.bench.memory import TensorMemoryTracker
-from opformer.nn.factorized import (
+from opformer.nn.factorized_attention import (
     AxisKernel,
     FactorizedAttention,
     GaussianFourierFeatures,
