@@ -8,9 +8,9 @@ the FNO2d with the plain relative L2 loss, as the paper retrained its baseline w
 memory is its own); runs resume where they stopped, so a budget can be spread over several invocations; a row is
 replaced only by a run of the same problem, model and grid.
 
-Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy.h5``::
+Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy_421.h5``::
 
-    .venv/bin/python benchmarks/darcy.py --data data/darcy.h5 --epochs 100 --n-train 1024 --jobs 2
+    .venv/bin/python benchmarks/darcy.py --data data/darcy_421.h5 --epochs 100 --n-train 1024 --jobs 2
 
 Writes benchmarks/results/darcy.json and benchmarks/results/darcy.md.
 """
@@ -65,7 +65,7 @@ def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, ep
 
 def main() -> None:
     parser = argument_parser(__doc__, parallel=True)
-    parser.add_argument("--data", default="data/darcy.h5")
+    parser.add_argument("--data", default="data/darcy_421.h5")
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--n-train", type=int, default=1024)
     parser.add_argument("--models", default="gt,fno2d")
