@@ -27,8 +27,8 @@ def _cell_columns(cell: dict[str, Any]) -> list[str]:
     ]
 
 
-def to_markdown(report: dict[str, Any], command: str = "") -> str:
-    """The report as a markdown table (one row per cell), with the machine, peak and fitted slopes."""
+def _cell_table(report: dict[str, Any], command: str) -> list[str]:
+    """The lines of the measured cells: machine, table, slopes."""
     settings, machine = report["settings"], report["machine"]
     memory_kind = next((c["memory_kind"] for c in report["cells"] if c["status"] == "ok"), "peak RSS")
     lines = [
@@ -56,6 +56,15 @@ def to_markdown(report: dict[str, Any], command: str = "") -> str:
     for name, slope in report["slopes"].items():
         text = ", ".join("n/a" if slope[k] is None else f"{slope[k]:.2f}" for k in ("time", "memory"))
         lines.append(f"- {name}: {text}")
+    return lines
+
+
+def to_markdown(report: dict[str, Any], command: str = "") -> str:
+    """The report as a markdown table (one row per cell), with the machine, peak and fitted slopes."""
+    if report["cells"]:
+        lines = _cell_table(report, command)
+    else:  # the solver comparison alone (`--solver` without `--models`)
+        lines = ["# opformer bench"] + (["", f"Command: `{command}`"] if command else [])
     solver = report.get("solver")
     if solver:
         lines += ["", f"Solver ({solver['solver']}) versus surrogate ({solver['surrogate']}) inference, per sample:", "",
