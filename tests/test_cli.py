@@ -194,6 +194,20 @@ def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
                        "cannot write there")
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a machine without CUDA")
+@pytest.mark.parametrize("command", ["train", "evaluate", "plot", "predict", "quickstart", "bench"])
+def test_every_command_refuses_a_device_it_lacks_in_one_line(capsys, trained_run, tmp_path, command):
+    run, data, config = trained_run
+    argv = {"train": ["train", config, "--out", tmp_path / "r"], "evaluate": ["evaluate", run],
+            "plot": ["plot", run, "--out", tmp_path / "p"], "quickstart": ["quickstart", "--out", tmp_path / "q"],
+            "predict": ["predict", run, "--input", data, "--output", tmp_path / "p.h5"],
+            "bench": ["bench", "--models", "gt_burgers", "--resolutions", "16"]}[command]
+    for device, message in (("cuda", "this machine has no usable CUDA device"),
+                            ("gpu", "expected auto, cpu, cuda or cuda:N")):
+        one_line_error(*run_cli(capsys, *argv, "--device", device)[::2], f"device '{device}': {message}")
+    assert not any(tmp_path.iterdir())
+
+
 def test_train_into_an_unwritable_place_is_refused_before_training(capsys, trained_run):
     _, _, config = trained_run
     one_line_error(*run_cli(capsys, "train", config, "--out", "/proc/opformer-run")[::2],

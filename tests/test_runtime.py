@@ -1,5 +1,5 @@
-"""retain_freed_memory: a large tensor comes from the heap and its memory stays there when freed (glibc);
-release_freed_memory hands it back."""
+"""The device rule, and retain_freed_memory: a large tensor comes from the heap and its memory stays there when
+freed (glibc); release_freed_memory hands it back."""
 
 import subprocess
 import sys
@@ -69,3 +69,24 @@ def test_trainer_follows_the_config_flag(flag, monkeypatch, tmp_path, toy_file, 
     config["train"]["retain_freed_memory"] = flag
     trainer.Trainer(config_from_dict(config), tmp_path / "run").fit()
     assert calls == (["retain", "release", "release"] if flag else [])  # kept for the steps, released per epoch
+
+
+def test_the_device_rule():
+    import torch
+
+    from opformer.errors import ConfigError
+    from opformer.runtime import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for name in ("gpu", "mps", "cuda:x", "CPU", ""):
+        with pytest.raises(ConfigError, match=rf"^device '{name}': expected auto, cpu, cuda or cuda:N$"):
+            resolve_device(name)
+    if not torch.cuda.is_available():
+        for name in ("cuda", "cuda:1"):
+            with pytest.raises(ConfigError, match=rf"^device '{name}': this machine has no usable CUDA device"):
+                resolve_device(name)
+    else:
+        count = torch.cuda.device_count()
+        with pytest.raises(ConfigError, match=f"has {count} CUDA device"):
+            resolve_device(f"cuda:{count}")

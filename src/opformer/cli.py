@@ -30,6 +30,10 @@ EXAMPLES = {
              "  opformer bench --solver burgers --resolutions 512,2048 --mode forward",
 }
 
+#: What every --device takes (opformer.runtime.resolve_device).
+DEVICE_HELP = "auto (CUDA if available, else CPU), cpu, cuda or cuda:N"
+
+
 def _parse_resolutions(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -62,6 +66,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from opformer.config import load_config
     from opformer.runs import load_run_config
+    from opformer.runtime import resolve_device
     from opformer.train.trainer import train
 
     if args.resume:
@@ -77,6 +82,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
         _writable_folder("--out", args.out, run_dir, create=True)
         config = load_config(args.config, args.set)
+    if args.device is not None:
+        resolve_device(args.device)  # a device this machine lacks is refused before any data is read
+        config.train.device = args.device
     summary = train(config, run_dir, resume=bool(args.resume))
     print(f"best validation relative L2 {summary['best_val_relative_l2']:.4e} at epoch {summary['best_epoch']} "
           f"({summary['parameters']:,} parameters); run in {run_dir}")
@@ -105,7 +113,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from opformer.eval.report import plot_run
 
-    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples):
+    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device):
         print(f"wrote {path}")
     return 0
 
@@ -122,7 +130,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from opformer.quickstart import quickstart
 
-    quickstart(args.out)
+    quickstart(args.out, device=args.device)
     return 0
 
 
@@ -232,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. train.epochs=10 (repeatable)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in RUN from its last checkpoint")
+    p.add_argument("--device", default=None, help=f"{DEVICE_HELP} (default: the config's train.device, auto)")
     p.set_defaults(func=cmd_train)
 
     p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")
@@ -243,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="samples to use (run's splits; 'all' for a separate file); default test")
     p.add_argument("--json", help="also write the results to this JSON file")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA if available; default)")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_evaluate)
 
     p = add("plot", "Loss curves and predicted vs true solutions as PNG files.")
@@ -251,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="data file for the prediction plot (default: the run's training data)")
     p.add_argument("--out", help="output folder (default: the run directory)")
     p.add_argument("--samples", type=int, default=4, help="test samples to plot")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_plot)
 
     p = add("predict", "Apply a trained surrogate to every input of a data file.")
@@ -259,11 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
     p.add_argument("--batch-size", type=int, default=32, help="inputs per model call (default 32)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA if available; default)")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_predict)
 
     p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot.")
     p.add_argument("--out", default="runs/quickstart", help="folder for data, run and plots")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_quickstart)
 
     p = add("bench", "Time, memory and FLOPs per step of models across resolutions (peers side by side).")
@@ -277,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=10, help="timed steps per cell (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's default)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    p.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu: timings are per device)")
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds per cell; longer cells are skipped (predicted) or stopped (default 300)")
     p.add_argument("--memory-budget", type=float, default=None,

@@ -12,6 +12,7 @@ from opformer.data.generate import generate_file
 from opformer.eval.evaluate import evaluate_run, format_table
 from opformer.eval.report import plot_run
 from opformer.models.registry import preset
+from opformer.runtime import resolve_device
 from opformer.io import write_atomic
 from opformer.train.trainer import train
 
@@ -33,8 +34,9 @@ def quickstart_config(data_path: str) -> dict:
     }
 
 
-def quickstart(out: str | os.PathLike = "runs/quickstart") -> list[dict]:
+def quickstart(out: str | os.PathLike = "runs/quickstart", device: str = "auto") -> list[dict]:
     """Generate data, train a Galerkin Transformer, evaluate at two resolutions, print a table, write plots."""
+    resolve_device(device)  # a device this machine lacks is refused before anything is made
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = out / "burgers.h5"
@@ -44,14 +46,15 @@ def quickstart(out: str | os.PathLike = "runs/quickstart") -> list[dict]:
         generate_file("burgers", data, sum(SAMPLES.values()), resolution=STORED, seed=0)
     run = out / "gt"
     config = config_from_dict(quickstart_config(str(data)))
+    config.train.device = device
     resume = (run / "config.yaml").exists()
     print(f"[2/4] training the Galerkin Transformer at n = {TRAINED} -> {run}" + (" (resuming)" if resume else ""))
     train(config, run, resume=resume)
     print("[3/4] evaluating on the test split")
-    rows = evaluate_run(run, data, [TRAINED, STORED])
+    rows = evaluate_run(run, data, [TRAINED, STORED], device=device)
     print(format_table(rows, "Galerkin Transformer on Burgers (relative L2, test split)"))
     write_atomic(out / "results.json", json.dumps(rows, indent=2) + "\n")
-    paths = plot_run(run, data, out_dir=out)
+    paths = plot_run(run, data, out_dir=out, device=device)
     print("[4/4] plots: " + ", ".join(str(p) for p in paths))
     print(f"done in {time.perf_counter() - start:.0f} s")
     return rows

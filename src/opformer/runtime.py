@@ -13,16 +13,33 @@ the step's peak instead of falling between steps. :func:`release_freed_memory` h
 from __future__ import annotations
 
 import ctypes
+import re
 import sys
 from typing import Any
 
 import torch
 
+from opformer.errors import ConfigError
+
+
+DEVICES = "auto, cpu, cuda or cuda:N"
+
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """``auto`` picks CUDA when available, else CPU."""
+    """The one device rule of every command: ``auto`` is CUDA when available, else the CPU; ``cpu``; ``cuda`` or
+    ``cuda:N``. A device this machine lacks, or any other name, is a one-line :class:`ConfigError`."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    match = re.fullmatch(r"cpu|cuda(?::(\d+))?", name)
+    if match is None:
+        raise ConfigError(f"device {name!r}: expected {DEVICES}")
+    if name != "cpu":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r}: this machine has no usable CUDA device (torch {torch.__version__}"
+                              f"{'' if torch.backends.cuda.is_built() else ', a build without CUDA'}); use cpu or auto")
+        index, count = int(match.group(1) or 0), torch.cuda.device_count()
+        if index >= count:
+            raise ConfigError(f"device {name!r}: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
     return torch.device(name)
 
 

@@ -21,22 +21,24 @@ from opformer.runtime import resolve_device
 
 
 def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
-             out_dir: str | os.PathLike | None = None, samples: int = 4) -> list[Path]:
+             out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto") -> list[Path]:
     """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
 
     1D: input, truth and prediction curves; 2D: input, truth, prediction and error maps (with the run's
     input noise, if it was trained with some, as in evaluation).
     """
+    dev = resolve_device(device)
     run_dir = Path(run_dir)
-    out = Path(out_dir) if out_dir else run_dir
-    out.mkdir(parents=True, exist_ok=True)
     checkpoint = run_checkpoint(run_dir)
     surrogate, payload = load_surrogate(checkpoint)
+    surrogate.to(dev)
+    out = Path(out_dir) if out_dir else run_dir
+    out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
     written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
     if read_info(data_path or cfg["path"]).kind == "trajectory":
         return written + plot_rollouts(surrogate, payload, str(checkpoint), data_path or cfg["path"], out, samples,
-                                       run_dir.name)
+                                       run_dir.name, dev)
     options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
     data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
     check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
@@ -44,7 +46,7 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
     noise = noise_sample(tuple(data.inputs.shape), cfg.get("input_noise", 0.0),
                          payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
-    preds = predict(surrogate, data.inputs, len(data), torch.device("cpu"), noise=noise)
+    preds = predict(surrogate, data.inputs, len(data), dev, noise=noise)
     title = f"{run_dir.name}: test samples, n = {data.resolution[0]}"
     if data.info.ndim == 1:
         written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
@@ -56,13 +58,12 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
 
 
 def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: str | os.PathLike, out: Path,
-                  samples: int, name: str) -> list[Path]:
+                  samples: int, name: str, device: torch.device) -> list[Path]:
     """Rollouts of the first test trajectories: error versus time, true versus predicted frames, a GIF."""
     payload = copy.deepcopy(payload)
     data_cfg = payload["run_config"]["data"]
     data_cfg["n_test"] = min(samples, data_cfg["n_test"])
-    row, data, preds = rollout_row(surrogate, payload, source, data_path, data_cfg["resolution"], "test",
-                                   torch.device("cpu"))
+    row, data, preds = rollout_row(surrogate, payload, source, data_path, data_cfg["resolution"], "test", device)
     t_in = surrogate.spec["data"]["t_in"]
     times = [float(t) for t in data.times[t_in:t_in + row["frames"]]]
     truth = data.fields[0, t_in:t_in + row["frames"]]
