@@ -50,3 +50,34 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     write_atomic(path, "whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".data.h5.parts", alive.name, other.name,
                                                                  "data.h5"])
+
+
+def test_a_write_the_disk_has_no_room_for_is_refused_before_it_starts(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    from opformer.errors import StorageError
+    from opformer.io import check_free_space
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(10 * 2**20, 9 * 2**20, 2**20))
+    with pytest.raises(StorageError, match=r"a\.h5: needs about 14 MiB but .* has 1 MiB free"):
+        check_free_space(tmp_path / "a.h5", 10 * 2**20)
+    with pytest.raises(StorageError, match="needs about"):
+        with atomic_replace(tmp_path / "a.h5", size=2**20):
+            raise AssertionError("never reached")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_during_the_write_is_one_line_and_keeps_the_old_file(tmp_path):
+    import errno
+
+    from opformer.errors import StorageError
+
+    path = tmp_path / "a.txt"
+    path.write_text("old")
+    with pytest.raises(StorageError, match=r"a\.txt: could not be written \(No space left on device\); nothing"):
+        with atomic_replace(path) as tmp:
+            tmp.write_text("half")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.txt"]

@@ -17,5 +17,9 @@ class CheckpointError(OpformerError):
     """A checkpoint or run directory is missing, corrupt or of another model."""
 
 
+class StorageError(OpformerError):
+    """A file could not be written: no space left, a read-only or missing folder."""
+
+
 class TrainingDiverged(OpformerError):
     """The loss became NaN or Inf."""

@@ -7,12 +7,16 @@ removed by the next write of the same file.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from opformer.errors import StorageError
 
 
 def _alive(pid: int) -> bool:
@@ -57,18 +61,42 @@ def atomic_path(path: Path, suffix: str = ".tmp") -> Path:
     return Path(tmp)
 
 
+#: Room left beyond an estimated size before a write starts (file-format overhead, metadata).
+SPACE_MARGIN = 1.05, 4 * 2**20
+
+
+def check_free_space(path: Path, size: int) -> None:
+    """Refuse, before writing, a file of about ``size`` bytes that the disk under ``path`` has no room for."""
+    free = shutil.disk_usage(path.parent).free
+    needed = int(size * SPACE_MARGIN[0] + SPACE_MARGIN[1])
+    if needed > free:
+        raise StorageError(f"{path}: needs about {needed / 2**20:.0f} MiB but {path.parent} has "
+                           f"{free / 2**20:.0f} MiB free")
+
+
 @contextmanager
-def atomic_replace(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+def atomic_replace(path: str | os.PathLike, suffix: str = ".tmp", size: int | None = None) -> Iterator[Path]:
     """Yield a temporary sibling of ``path`` to write; on success it is renamed over ``path``.
 
-    On an exception the temporary file is removed and ``path`` is left as it was. ``suffix`` lets writers
-    that pick a format by the file name (Pillow's GIF writer) see the right one.
+    On an exception the temporary file is removed and ``path`` is left as it was; an ``OSError`` of the
+    file system (no space, read-only) becomes a one-line :class:`StorageError`. ``size`` (an estimate in bytes)
+    is checked against the free space first. ``suffix`` lets writers that pick a format by the file name
+    (Pillow's GIF writer) see the right one.
     """
     path = Path(path)
-    tmp = atomic_path(path, suffix)
+    if size is not None:
+        check_free_space(path, size)
+    try:
+        tmp = atomic_path(path, suffix)
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot be written ({exc.strerror or exc})") from None
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+            raise
+        raise StorageError(f"{path}: could not be written ({exc.strerror}); nothing was replaced") from None
     finally:
         tmp.unlink(missing_ok=True)
 

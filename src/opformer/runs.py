@@ -38,7 +38,7 @@ import yaml
 
 from opformer import __version__
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
-from opformer.errors import CheckpointError, ConfigError
+from opformer.errors import CheckpointError, ConfigError, StorageError
 from opformer.io import atomic_replace, write_atomic
 from opformer.models.surrogate import Surrogate
 
@@ -211,9 +211,26 @@ def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config
         "training_state": training_state or {},
     }
     payload["checksum"] = checksum(payload)
-    with atomic_replace(path) as tmp:
-        torch.save(payload, tmp)
+    size = sum(t.numel() * t.element_size() for t in _tensors(payload))
+    with atomic_replace(path, size=size) as tmp:
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:  # torch's zip writer reports a failed write (e.g. a full disk) so
+            raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]}); the previous "
+                               "checkpoint is kept") from None
     return path
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a nested payload."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

@@ -69,7 +69,8 @@ def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[in
            attrs: dict[str, Any]) -> Path:
     """Write datasets and attributes to a temporary file, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_replace(path) as tmp, h5py.File(tmp, "w") as f:
+    # the space is checked first: HDF5 fails on a full disk at close time, in ways that can crash the process
+    with atomic_replace(path, size=sum(a.nbytes for a in arrays.values())) as tmp, h5py.File(tmp, "w") as f:
         for name, array in arrays.items():
             f.create_dataset(name, data=array, chunks=chunks.get(name) or True, fletcher32=True)
         stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
