@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -206,6 +207,35 @@ def test_every_command_refuses_a_device_it_lacks_in_one_line(capsys, trained_run
                             ("gpu", "expected auto, cpu, cuda or cuda:N")):
         one_line_error(*run_cli(capsys, *argv, "--device", device)[::2], f"device '{device}': {message}")
     assert not any(tmp_path.iterdir())
+
+
+def test_out_of_memory_is_one_line(capsys, trained_run, tmp_path, monkeypatch):
+    from opformer.train import trainer
+
+    def allocate(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setattr(trainer, "train", allocate)
+    _, _, config = trained_run
+    one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r")[::2],
+                   "out of memory ([enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate",
+                   "try a smaller batch size")
+    monkeypatch.setattr(trainer, "train", lambda *a, **k: [0] * (2**62))  # Python's own MemoryError
+    one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r")[::2], "out of memory")
+
+
+def test_a_run_records_its_data_absolute_so_plot_works_from_anywhere(capsys, tmp_path, monkeypatch, toy_writer,
+                                                                      tiny_config):
+    (tmp_path / "project" / "data").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "project")
+    data = toy_writer(Path("data/toy.h5"))
+    Path("tiny.yaml").write_text(yaml.safe_dump(tiny_config("data/toy.h5", epochs=1)))
+    assert run_cli(capsys, "train", "tiny.yaml", "--out", "run")[0] == 0
+    assert yaml.safe_load(Path("run/config.yaml").read_text())["data"]["path"] == str(data.absolute())
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = run_cli(capsys, "plot", "project/run", "--out", "plots")
+    assert code == 0 and (tmp_path / "plots" / "predictions.png").is_file()
 
 
 def test_train_into_an_unwritable_place_is_refused_before_training(capsys, trained_run):

@@ -304,6 +304,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Python's MemoryError, torch's CPU allocator failure or CUDA's out-of-memory error."""
+    text = str(exc)
+    return (isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate memory" in text
+            or "out of memory" in text.lower())
+
+
 class _Interrupts:
     """Handler of SIGINT and SIGTERM: both unwind like Ctrl-C (temporary files removed, child processes
     stopped), and the first one received sets the exit code, 128 + its number (130, 143), even where library
@@ -337,6 +348,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = 2
     except KeyboardInterrupt:
         interrupts.received = interrupts.received or signal.SIGINT
+    except (MemoryError, RuntimeError) as exc:
+        if interrupts.received is None:
+            if not _out_of_memory(exc):
+                raise
+            print(f"opformer {command}: error: out of memory ({_first_line(exc)}); try a smaller batch size, "
+                  "resolution or model", file=sys.stderr)
+            code = 2
     except Exception:
         if interrupts.received is None:
             raise

@@ -3,6 +3,7 @@ atomic checkpoints every epoch and exact resumption."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -206,6 +207,9 @@ def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -
     run_dir = Path(run_dir)
     if not resume:
         check_fresh(run_dir)
+    if config.data.path:  # stored absolute, so that evaluate and plot find the data from any folder
+        config = dataclasses.replace(config, data=dataclasses.replace(config.data,
+                                                                      path=str(Path(config.data.path).absolute())))
     trainer = Trainer(config, run_dir)  # checks the config against the data; writes nothing
     with run_lock(run_dir):
         if resume:
