@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -178,3 +181,20 @@ class LargestOutput(TorchDispatchMode):
 def largest_output():
     """The recorder of the largest tensor any op returns (a dispatch mode: ``with largest_output() as m``)."""
     return LargestOutput
+
+
+@contextmanager
+def _edit_h5(path):
+    """Open a data file for editing with h5py, then drop its checksum (an edited file would read as corrupt)."""
+    from opformer.data.store import CHECKSUM_MAGIC
+
+    with h5py.File(path, "a") as f:
+        yield f
+    with open(path, "r+b") as raw:
+        raw.write(bytes(len(CHECKSUM_MAGIC)))
+
+
+@pytest.fixture
+def edit_h5():
+    """``with edit_h5(path) as f:`` edits a data file as another program would (its checksum is dropped)."""
+    return _edit_h5

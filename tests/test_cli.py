@@ -128,18 +128,21 @@ def test_an_existing_run_is_never_overwritten(capsys, trained_run):
     assert (run / "best.pt").read_bytes() == before
 
 
-def test_bad_data_inputs(capsys, trained_run, tmp_path, toy_writer):
+def test_bad_data_inputs(capsys, trained_run, tmp_path, toy_writer, edit_h5):
     run, data, _ = trained_run
     one_line_error(*run_cli(capsys, "evaluate", run, "--data", tmp_path / "none.h5", "--resolution", "32")[::2],
                    "none.h5: no such data file")
     corrupt = tmp_path / "corrupt.h5"
-    corrupt.write_bytes(data.read_bytes()[:2000])
+    corrupt.write_bytes(data.read_bytes()[:2000])  # truncated
+    one_line_error(*run_cli(capsys, "evaluate", run, "--data", corrupt, "--resolution", "32")[::2],
+                   "corrupt.h5: corrupt or changed since it was written")
+    corrupt.write_bytes(bytes(512) + data.read_bytes()[512:2000])  # truncated, and no checksum to compare
     one_line_error(*run_cli(capsys, "evaluate", run, "--data", corrupt, "--resolution", "32")[::2],
                    "corrupt.h5: not a readable HDF5 file")
     one_line_error(*run_cli(capsys, "evaluate", run, "--data", data, "--resolution", "30")[::2],
                    "resolution 30 is not a strided sub-sample of the stored 64 points")
     nan = toy_writer(tmp_path / "nan.h5")
-    with h5py.File(nan, "a") as f:
+    with edit_h5(nan) as f:
         f["input"][21, 0, 0] = np.nan
     one_line_error(*run_cli(capsys, "evaluate", run, "--data", nan, "--resolution", "32")[::2],
                    "'/input' holds NaN or Inf (first in sample 21)")

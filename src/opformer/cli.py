@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
@@ -318,17 +319,29 @@ def _out_of_memory(exc: BaseException) -> bool:
 class _Interrupts:
     """Handler of SIGINT and SIGTERM: both unwind like Ctrl-C (temporary files removed, child processes
     stopped), and the first one received sets the exit code, 128 + its number (130, 143), even where library
-    code swallowed the ``KeyboardInterrupt`` or an interrupted import raised something else instead."""
+    code swallowed the ``KeyboardInterrupt`` or an interrupted import raised something else instead.
+
+    Until :meth:`arm` it only records the signal: while numpy, scipy and torch are imported, an exception
+    raised into their extension modules' start-up can abort the process (a pybind11 ``std::terminate``).
+    """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.armed = False
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.received is None:
             self.received = signum
-        raise KeyboardInterrupt
+        if self.armed:
+            raise KeyboardInterrupt
+
+    def arm(self) -> None:
+        """From now on a signal raises ``KeyboardInterrupt``; one that came during the imports does so now."""
+        self.armed = True
+        if self.received is not None:
+            raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -339,8 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = {s: signal.signal(s, interrupts) for s in interrupts.SIGNALS} if in_main_thread else {}
     command, code = "", 0
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)  # imports numpy and scipy (the PDE registry)
         command = args.command
+        if command != "generate":
+            importlib.import_module("torch")  # while signals are only recorded (see _Interrupts)
+        interrupts.arm()
         code = args.func(args)
     except OpformerError as exc:
         if interrupts.received is None:

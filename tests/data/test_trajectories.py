@@ -34,7 +34,7 @@ def test_windows_are_channel_last_with_time_before_channels(heat_file):
     assert random[:, 0].tolist() == list(range(6)) and random[:, 1].max() <= 12 - 5
 
 
-def test_windows_longer_than_the_trajectory_and_bad_files_are_errors(heat_file, tmp_path):
+def test_windows_longer_than_the_trajectory_and_bad_files_are_errors(heat_file, tmp_path, edit_h5):
     split = load_trajectories(heat_file, "train", **SIZES)
     with pytest.raises(DataError, match="a window of 10 input \\+ 3 future frames is longer than the 12 frames"):
         split.window_starts(10, 3, "all", None)
@@ -43,7 +43,7 @@ def test_windows_longer_than_the_trajectory_and_bad_files_are_errors(heat_file, 
                                  pde={}, solver={}, domain={"lengths": [1, 1], "periodic": [True, True]}, seed=0,
                                  channels=["u"])
     assert not (tmp_path / "bad.h5").exists()
-    with h5py.File(heat_file, "a") as f:
+    with edit_h5(heat_file) as f:
         del f["times"]
     with pytest.raises(DataError, match="missing dataset '/times'"):
         read_info(heat_file)

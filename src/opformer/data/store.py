@@ -17,6 +17,7 @@ A *trajectory* data set holds solutions of a time-dependent PDE, frame by frame:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from opformer.io import atomic_replace
 
 FORMAT_NAME = "opformer"
 FORMAT_VERSION = 1
+#: The HDF5 user block (bytes HDF5 leaves to the application) holds ``CHECKSUM_MAGIC`` + the file's SHA-256.
+USERBLOCK, CHECKSUM_MAGIC = 512, b"opformer-sha256:"
 KINDS = ("operator", "trajectory")
 JSON_ATTRS = ("pde", "solver", "domain", "input_channels", "target_channels", "channels")
 COMMON_ATTRS = ("format", "format_version", "kind", "seed", "opformer_version", "created", "pde", "solver",
@@ -70,14 +73,47 @@ def _write(path: Path, arrays: dict[str, np.ndarray], chunks: dict[str, tuple[in
     """Write datasets and attributes to a temporary file, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # the space is checked first: HDF5 fails on a full disk at close time, in ways that can crash the process
-    with atomic_replace(path, size=sum(a.nbytes for a in arrays.values())) as tmp, h5py.File(tmp, "w") as f:
-        for name, array in arrays.items():
-            f.create_dataset(name, data=array, chunks=chunks.get(name) or True, fletcher32=True)
-        stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
-                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        for key, value in {**stamp, **attrs}.items():
-            f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    with atomic_replace(path, size=sum(a.nbytes for a in arrays.values())) as tmp:
+        with h5py.File(tmp, "w", userblock_size=USERBLOCK) as f:
+            for name, array in arrays.items():
+                f.create_dataset(name, data=array, chunks=chunks.get(name))
+            stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
+                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            for key, value in {**stamp, **attrs}.items():
+                f.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        with open(tmp, "r+b") as f:
+            f.write(CHECKSUM_MAGIC + _file_digest(tmp).encode())
     return path
+
+
+def _file_digest(path: Path) -> str:
+    """SHA-256 of everything after the user block (the whole HDF5 image), hex."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(USERBLOCK)
+        for block in iter(lambda: f.read(1 << 22), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
+def verify_checksum(path: Path) -> None:
+    """Compare a file's stored SHA-256 with its contents before HDF5 reads it (once per process and version of
+    the file): a flipped, zeroed or truncated byte anywhere is a one-line error, where HDF5 could read wrong
+    values or hang on a damaged index. Files without a checksum (written before it existed) are not checked."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key in _VERIFIED:
+        return
+    with open(path, "rb") as f:
+        head = f.read(len(CHECKSUM_MAGIC) + 64)
+    if head.startswith(CHECKSUM_MAGIC):
+        if head[len(CHECKSUM_MAGIC):].decode(errors="replace") != _file_digest(path):
+            raise DataError(f"{path}: corrupt or changed since it was written (its contents do not match its "
+                            "checksum); regenerate or re-copy it")
+    _VERIFIED.add(key)
 
 
 def _check_domain(path: Path, domain: dict[str, Any], ndim: int) -> None:
@@ -201,6 +237,7 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such data file")
+    verify_checksum(path)
     try:
         with h5py.File(path, "r") as f:
             kind = _decode(path, f.attrs, "kind") if "kind" in f.attrs else None
@@ -244,22 +281,16 @@ def _check_finite(path: Path, name: str, array: np.ndarray, first_sample: int) -
 
 
 def _read(path: Path, f: h5py.File, name: str, samples: slice) -> np.ndarray:
-    """``f[name][samples]``; a chunk whose checksum fails is a :class:`DataError` naming the first bad sample."""
-    dataset = f[name]
+    """``f[name][samples]``, an unreadable file a one-line :class:`DataError`."""
     try:
-        return dataset[samples]
-    except OSError:
-        for index in range(*samples.indices(dataset.shape[0])):
-            try:
-                dataset[index]
-            except OSError:
-                raise DataError(f"{path}: '/{name}' is corrupt in sample {index} (a stored chunk fails its "
-                                "checksum); regenerate or re-copy the file") from None
-        raise DataError(f"{path}: '/{name}' could not be read") from None
+        return f[name][samples]
+    except (OSError, RuntimeError) as exc:
+        raise DataError(f"{path}: '/{name}' could not be read ({exc.__class__.__name__})") from None
 
 
 def _open(path: Path) -> h5py.File:
     """Open a data file for reading; a file that became unreadable since it was validated is a DataError."""
+    verify_checksum(path)
     try:
         return h5py.File(path, "r")
     except OSError as exc:
