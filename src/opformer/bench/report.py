@@ -78,14 +78,15 @@ def to_markdown(report: dict[str, Any], command: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_bench(report: dict[str, Any], path: Path) -> Path:
-    """Log-log plot of seconds per step and peak memory versus resolution, fitted slopes in the legend."""
+def _bench_figure(report: dict[str, Any]):
+    """The figure of :func:`plot_bench` (time and memory panels, x ticked at the measured resolutions)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    measured = set()
     for name, slope in report["slopes"].items():
         model, implementation = name.split("/")
         cells = [c for c in report["cells"] if c["model"] == model and c["implementation"] == implementation
@@ -93,6 +94,7 @@ def plot_bench(report: dict[str, Any], path: Path) -> Path:
         if not cells:
             continue
         n = [c["resolution"] for c in cells]
+        measured.update(n)
         style = "-o" if implementation == "opformer" else "--s"
         for ax, key, scale, kind in ((ax_time, "seconds_median", 1.0, "time"),
                                      (ax_memory, "peak_memory_bytes", 1 / GIB, "memory")):
@@ -100,10 +102,24 @@ def plot_bench(report: dict[str, Any], path: Path) -> Path:
             ax.loglog(n, [c[key] * scale for c in cells], style, label=label)
     ax_time.set(xlabel="resolution n", ylabel="seconds per step", title="time")
     ax_memory.set(xlabel="resolution n", ylabel="peak memory (GiB)", title="memory")
+    ticks = sorted(measured)
     for ax in (ax_time, ax_memory):
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.set_xticks([], minor=True)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    figure.tight_layout()
+        if ticks:
+            ax.legend(fontsize=7)
+    return figure
+
+
+def plot_bench(report: dict[str, Any], path: Path) -> Path:
+    """Log-log plot of seconds per step and peak memory versus resolution, fitted slopes in the legend.
+
+    The resolution axes are ticked at the measured resolutions.
+    """
+    figure = _bench_figure(report)
+    import matplotlib.pyplot as plt
+
     try:
         with atomic_replace(path) as tmp:
             figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120)

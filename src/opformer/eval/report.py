@@ -24,8 +24,9 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
              out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto") -> list[Path]:
     """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
 
-    1D: input, truth and prediction curves; 2D: input, truth, prediction and error maps (with the run's
-    input noise, if it was trained with some, as in evaluation).
+    1D: input, truth and prediction curves beside the error prediction - truth; 2D: input, truth, prediction
+    (one colour scale) and error maps (with the run's input noise, if it was trained with some, as in
+    evaluation).
     """
     dev = resolve_device(device)
     run_dir = Path(run_dir)
@@ -48,11 +49,11 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
                          payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
     preds = predict(surrogate, data.inputs, len(data), dev, noise=noise)
     title = f"{run_dir.name}: test samples, n = {data.resolution[0]}"
+    names = (", ".join(data.input_channels), ", ".join(data.target_channels))
     if data.info.ndim == 1:
         written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
-                                           out / "predictions.png", title=title))
+                                           out / "predictions.png", names, title))
     else:
-        names = (", ".join(data.input_channels), ", ".join(data.target_channels))
         written.append(plot_predictions_2d(data.inputs, data.targets, preds, out / "predictions.png", names, title))
     return written
 
@@ -69,8 +70,9 @@ def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: s
     truth = data.fields[0, t_in:t_in + row["frames"]]
     title = f"{name}: rollout of {row['samples']} test trajectories from {t_in} frames, n = {row['resolution']}"
     return [plot_rollout_errors(times, row["per_frame_relative_l2"], out / "rollout_errors.png", title),
-            plot_rollout_frames(truth, preds[0], times, out / "rollout_frames.png", title=f"{name}: test trajectory 0"),
-            animate_rollout(truth, preds[0], times, out / "rollout.gif")]
+            plot_rollout_frames(truth, preds[0], times, out / "rollout_frames.png", name=data.info.target_channels[0],
+                                title=f"{name}: test trajectory 0"),
+            animate_rollout(truth, preds[0], times, out / "rollout.gif", name=data.info.target_channels[0])]
 
 
 def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
