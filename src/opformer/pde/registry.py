@@ -28,6 +28,7 @@ from opformer.pde.darcy import generate_darcy
 from opformer.pde.kolmogorov import generate_kolmogorov
 from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
+from opformer.pde.shallow_water import generate_shallow_water
 
 #: Data kinds, as the stored file's ``kind`` attribute names them.
 OPERATOR, TRAJECTORY = "operator", "trajectory"
@@ -141,6 +142,9 @@ PDES = {
     "turbulence3d": PDE(
         generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w",
         flags=("t_final",), chunk=16),
+    "shallow-water": PDE(
+        generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
+        periodic=False, chunk=16),
 }
 
 
