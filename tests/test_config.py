@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config, safe_load_yaml
+from opformer.config import (apply_overrides, config_from_dict, config_to_dict, load_config, safe_load_yaml,
+                             yaml_problem)
 from opformer.errors import ConfigError
 
 
@@ -48,6 +49,16 @@ def test_exponent_floats_without_a_dot_are_floats():
     assert safe_load_yaml("lr: 5e-4\nbeta: 1.0e-7") == {"lr": 5e-4, "beta": 1e-7}
     with pytest.raises(yaml.YAMLError):  # still a safe loader: no Python objects
         safe_load_yaml("mode: !!python/name:os.system")
+
+
+def test_duplicate_keys_are_refused_at_any_level_and_merge_keys_still_override():
+    for text, problem in [("a: 1\nb: 2\na: 3\n", "duplicate key 'a' at line 3"),
+                          ("train:\n  epochs: 1\n  batch_size: 2\n  epochs: 3\n", "duplicate key 'epochs' at line 4"),
+                          ("betas: [{x: 1, x: 2}]\n", "duplicate key 'x' at line 1")]:
+        with pytest.raises(yaml.YAMLError) as info:
+            safe_load_yaml(text)
+        assert yaml_problem(info.value) == problem
+    assert safe_load_yaml("base: &b {x: 1, y: 2}\nrun:\n  <<: *b\n  x: 3\n")["run"] == {"x": 3, "y": 2}
 
 
 def test_load_config_errors_name_the_file(tmp_path):

@@ -197,7 +197,20 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that also reads exponent floats without a dot (``1e-3``) as floats (YAML 1.2)."""
+    """``yaml.SafeLoader`` that reads exponent floats without a dot (``1e-3``) as floats (YAML 1.2) and refuses
+    duplicate keys in a mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose keys are all different (``<<`` merges may still be overridden)."""
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _SafeLoader.add_implicit_resolver(
@@ -208,8 +221,25 @@ _SafeLoader.add_implicit_resolver(
 
 
 def safe_load_yaml(text: str) -> Any:
-    """Parse YAML safely (no arbitrary objects); ``1e-3`` is the float 0.001, not a string as in YAML 1.1."""
+    """Parse YAML safely (no arbitrary objects); ``1e-3`` is the float 0.001, not a string as in YAML 1.1.
+
+    A duplicate key in a mapping is a ``yaml.YAMLError`` (:func:`yaml_problem` words it).
+    """
     return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line on what is wrong in a YAML text: ``"duplicate key 'epochs' at line 3"``."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"not valid YAML (character #x{exc.character:04x} at position {exc.position}: {exc.reason})"
+    problem = getattr(exc, "problem", None) or ""
+    if problem.startswith("but "):  # "expected a single document in the stream, but found another document"
+        problem = f"{getattr(exc, 'context', None)}, {problem}"
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}" if mark else ""
+    if problem.startswith("duplicate key"):
+        return f"{problem}{at}"
+    return f"not valid YAML{at}" + (f" ({' '.join(problem.split())})" if problem else "")
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -224,22 +254,45 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: '{part}' is not a section")
-        node[parts[-1]] = safe_load_yaml(raw)
+        try:
+            node[parts[-1]] = safe_load_yaml(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: {yaml_problem(exc)}") from None
+    return data
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The mapping of sections in the YAML file ``path``; ``ConfigError`` naming the file if there is none."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if b"\0" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a YAML text file (binary content)") from None
+    try:
+        data = safe_load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
+    if data is None:
+        raise ConfigError(f"{path}: empty config file; expected sections such as model, data, train")
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(data), "value")
+        raise ConfigError(f"{path}: expected a mapping of sections (model, data, train, ...), got a {kind}")
     return data
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML run config (:func:`safe_load_yaml`), apply overrides and validate it."""
+    """Read a YAML run config (:func:`read_config_file`), apply overrides and validate it."""
     path = Path(path)
-    try:
-        data = safe_load_yaml(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at}") from None
-    data = apply_overrides(data or {}, overrides or [])
+    data = apply_overrides(read_config_file(path), overrides or [])
     try:
         return config_from_dict(data)
     except ConfigError as exc:
