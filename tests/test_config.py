@@ -86,7 +86,8 @@ OUT_OF_RANGE = [  # key, value, what the message says was expected
     ("train.batch_size", 0, "an integer >= 1"), ("train.eval_batch_size", -1, "an integer >= 1"),
     ("train.num_threads", 0, "an integer >= 1 or null"), ("train.grad_clip", -1, "a number > 0 or null"),
     ("train.grad_clip", 0.0, "a number > 0 or null"),
-    ("data.n_train", 0, "an integer >= 1"), ("data.n_val", 0, "an integer >= 1"), ("data.n_test", -1, "an integer >= 1"),
+    ("data.n_train", 0, "an integer >= 1"), ("data.n_val", 0, "an integer >= 1"),
+    ("data.n_test", -1, "an integer >= 1"),
     ("data.resolution", 1, "an integer >= 2 or null"), ("data.target_resolution", 1, "an integer >= 2 or null"),
     ("data.input_noise", -0.01, "a number >= 0"), ("loss.gamma", -0.1, "a number >= 0"),
     ("optim.lr", 0, "a number > 0"), ("optim.lr", -1e-3, "a number > 0"), ("optim.lr", float("nan"), "a number > 0"),
@@ -100,6 +101,8 @@ OUT_OF_RANGE = [  # key, value, what the message says was expected
     ("rollout.eval_frames", 0, "an integer >= 1 or null"),
     ("model.dropout", 1.0, "a number in [0, 1)"), ("model.attention_dropout", -0.1, "a number in [0, 1)"),
     ("model.ffn_dropout", 1.5, "a number in [0, 1)"),
+    ("seed", -1, "an integer in [0, 9223372036854775808)"),
+    ("seed", 2**64, "an integer in [0, 9223372036854775808)"),
 ]
 
 

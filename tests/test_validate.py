@@ -65,6 +65,7 @@ def test_ranges_are_checked_after_the_type_and_named_in_words():
                                ([0.5, 2], Annotated[list[Fraction], Length(2)],
                                 "x[1]: expected a number in [0, 1), got 2"),
                                (0, PositiveInt | None, "x: expected an integer >= 1 or null, got 0"),
+                               (-10**400, PositiveInt, f"x: expected an integer >= 1, got {-10**400}"),
                                ("a", PositiveInt | None, "x: expected int or null, got 'a'")]:
         with pytest.raises(ConfigError) as info:
             check_type(value, tp, "x")

@@ -150,7 +150,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
-    seed: int = 1127802
+    seed: Annotated[int, Range(ge=0, lt=2**63)] = 1127802  # torch's generators take 64 bits (+ epoch)
 
     def __post_init__(self) -> None:
         self.model = resolve_model_section(self.model, self.rollout)

@@ -36,20 +36,27 @@ class Range:
 
     def holds(self, value: float) -> bool:
         """Whether ``value`` is finite and within the bounds."""
-        return (math.isfinite(value) and (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+        finite = isinstance(value, int) or math.isfinite(value)  # ints of any size are finite
+        return (finite and (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
                 and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
 
     def describe(self) -> str:
         """The bounds in words: ``">= 1"``, ``"> 0"``, ``"in [0, 1)"``."""
-        low = ("[", self.ge) if self.ge is not None else ("(", self.gt) if self.gt is not None else None
-        high = ("]", self.le) if self.le is not None else (")", self.lt) if self.lt is not None else None
+        low = next(((op, bracket, _number(v)) for op, bracket, v in ((">=", "[", self.ge), (">", "(", self.gt))
+                    if v is not None), None)
+        high = next(((op, bracket, _number(v)) for op, bracket, v in (("<=", "]", self.le), ("<", ")", self.lt))
+                     if v is not None), None)
         if low and high:
-            return f"in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
-        if low:
-            return f"{'>=' if low[0] == '[' else '>'} {low[1]:g}"
-        if high:
-            return f"{'<=' if high[0] == ']' else '<'} {high[1]:g}"
+            return f"in {low[1]}{low[2]}, {high[2]}{high[1]}"
+        if low or high:
+            op, _, bound = low or high
+            return f"{op} {bound}"
         return "finite"
+
+
+def _number(x: float) -> str:
+    """A bound as written: integers in full (``2**63`` too), other numbers short (``0.001``)."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 @dataclasses.dataclass(frozen=True)
