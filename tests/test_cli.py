@@ -290,7 +290,7 @@ def _umask():
 @pytest.mark.parametrize(("sets", "needles"), [
     (["data.resolution=8"], ["resolution 8 is not a strided sub-sample of the stored 17 points", "valid: 17, 9, 5"]),
     (["model.coarse_size=13"], ["the coarse grid (13) is larger than the input grid (9)"]),
-    (["data.input_noise=-0.1"], ["data.input_noise: expected a noise level >= 0, got -0.1"]),
+    (["data.input_noise=-0.1"], ["data.input_noise: expected a number >= 0, got -0.1"]),
     (["data.target_resolution=4", "data.direction=inverse"], ["data.target_resolution: resolution 4 is not a strided sub-sample of the stored 17 points"]),
 ])
 def test_bad_2d_settings_are_one_line_errors(capsys, tmp_path, darcy_file, darcy_config, sets, needles):

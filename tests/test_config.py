@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config, safe_load_yaml
+from opformer.config import (apply_overrides, config_from_dict, config_to_dict, load_config, safe_load_yaml,
+                             yaml_problem)
 from opformer.errors import ConfigError
 
 
@@ -50,6 +51,16 @@ def test_exponent_floats_without_a_dot_are_floats():
         safe_load_yaml("mode: !!python/name:os.system")
 
 
+def test_duplicate_keys_are_refused_at_any_level_and_merge_keys_still_override():
+    for text, problem in [("a: 1\nb: 2\na: 3\n", "duplicate key 'a' at line 3"),
+                          ("train:\n  epochs: 1\n  batch_size: 2\n  epochs: 3\n", "duplicate key 'epochs' at line 4"),
+                          ("betas: [{x: 1, x: 2}]\n", "duplicate key 'x' at line 1")]:
+        with pytest.raises(yaml.YAMLError) as info:
+            safe_load_yaml(text)
+        assert yaml_problem(info.value) == problem
+    assert safe_load_yaml("base: &b {x: 1, y: 2}\nrun:\n  <<: *b\n  x: 3\n")["run"] == {"x": 3, "y": 2}
+
+
 def test_load_config_errors_name_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train: {epochs: [1\n")
@@ -63,14 +74,61 @@ def test_load_config_errors_name_the_file(tmp_path):
         load_config(unknown)
 
 
-def test_negative_noise_and_tiny_grids_are_rejected():
-    with pytest.raises(ConfigError, match=r"data.input_noise: expected a noise level >= 0, got -0.01"):
-        config_from_dict({"data": {"input_noise": -0.01}})
-    with pytest.raises(ConfigError, match=r"data.target_resolution: expected at least 2 grid points, got 1"):
-        config_from_dict({"data": {"target_resolution": 1}})
+def _nested(key: str, value):
+    """``{"a": {"b": value}}`` for the key ``"a.b"``."""
+    head, _, rest = key.partition(".")
+    return {head: _nested(rest, value) if rest else value}
 
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*/*.yaml"))
+GT = {"name": "galerkin_transformer_1d"}
+OUT_OF_RANGE = [  # key, value, what the message says was expected
+    ("train.epochs", 0, "an integer >= 1"), ("train.epochs", -3, "an integer >= 1"),
+    ("train.batch_size", 0, "an integer >= 1"), ("train.eval_batch_size", -1, "an integer >= 1"),
+    ("train.num_threads", 0, "an integer >= 1 or null"), ("train.grad_clip", -1, "a number > 0 or null"),
+    ("train.grad_clip", 0.0, "a number > 0 or null"),
+    ("data.n_train", 0, "an integer >= 1"), ("data.n_val", 0, "an integer >= 1"),
+    ("data.n_test", -1, "an integer >= 1"),
+    ("data.resolution", 1, "an integer >= 2 or null"), ("data.target_resolution", 1, "an integer >= 2 or null"),
+    ("data.input_noise", -0.01, "a number >= 0"), ("loss.gamma", -0.1, "a number >= 0"),
+    ("optim.lr", 0, "a number > 0"), ("optim.lr", -1e-3, "a number > 0"), ("optim.lr", float("nan"), "a number > 0"),
+    ("optim.lr", float("inf"), "a number > 0"), ("optim.weight_decay", -1e-4, "a number >= 0"),
+    ("optim.betas", [0.9], "2 numbers in [0, 1)"), ("optim.betas", [0.9, 0.99, 0.5], "2 numbers in [0, 1)"),
+    ("optim.betas[1]", [0.9, 1.0], "a number in [0, 1)"), ("optim.betas[0]", [-0.1, 0.9], "a number in [0, 1)"),
+    ("schedule.pct_start", 0, "a number in (0, 1)"), ("schedule.pct_start", 1.0, "a number in (0, 1)"),
+    ("schedule.div_factor", 0, "a number > 0"), ("schedule.final_div_factor", -1e4, "a number > 0"),
+    ("rollout.t_in", 0, "an integer >= 1"), ("rollout.time_stride", 0, "an integer >= 1"),
+    ("rollout.noise", -0.1, "a number >= 0"), ("rollout.curriculum_epochs", -1, "an integer >= 0"),
+    ("rollout.eval_frames", 0, "an integer >= 1 or null"),
+    ("model.dropout", 1.0, "a number in [0, 1)"), ("model.attention_dropout", -0.1, "a number in [0, 1)"),
+    ("model.ffn_dropout", 1.5, "a number in [0, 1)"),
+    ("seed", -1, "an integer in [0, 9223372036854775808)"),
+    ("seed", 2**64, "an integer in [0, 9223372036854775808)"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), OUT_OF_RANGE, ids=[f"{k}={v}" for k, v, _ in OUT_OF_RANGE])
+def test_values_out_of_range_are_one_line_errors_naming_key_value_and_range(key, value, expected):
+    section = key.partition("[")[0]
+    data = _nested(section, value)
+    if section.startswith("model."):
+        data = {"model": {**GT, **data["model"]}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    shown = value[int(key[-2])] if key.endswith("]") else value
+    assert str(info.value) == f"{key}: expected {expected}, got {shown!r}"
+
+
+def test_ranges_hold_on_2d_model_dropouts_and_leave_null_and_bounds_valid():
+    config = config_from_dict({"train": {"grad_clip": None, "num_threads": 1, "epochs": 1},
+                               "optim": {"betas": [0.0, 0.5]}, "data": {"n_val": 1, "resolution": 2}})
+    assert (config.train.grad_clip, config.optim.betas, config.data.resolution) == (None, [0.0, 0.5], 2)
+    with pytest.raises(ConfigError, match=r"^model\.decoder_dropout: expected a number in \[0, 1\), got 1$"):
+        config_from_dict({"model": {"preset": "gt_darcy", "decoder_dropout": 1}})
+    with pytest.raises(ConfigError, match=r"^model\.downsample_dropout: expected float, got 'x'$"):
+        config_from_dict({"model": {"preset": "gt_darcy", "downsample_dropout": "x"}})
+
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[f"{p.parent.name}/{p.name}" for p in CONFIGS])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
 
 from opformer.errors import ConfigError
-from opformer.validate import check_arguments, check_type, from_mapping
+from opformer.validate import (Fraction, Length, PositiveInt, Range, check_arguments, check_type, from_mapping,
+                               range_name)
 
 
 def test_check_type_accepts_and_converts():
@@ -43,3 +44,39 @@ def test_sections_and_arguments_share_the_messages():
         check_arguments(_model, {"ndim": 3}, "model", exclude=frozenset({"ndim"}))
     with pytest.raises(ConfigError, match=r"^model\.width: expected int, got '4'$"):
         check_arguments(_model, {"width": "4"}, "model")
+
+
+def test_ranges_are_checked_after_the_type_and_named_in_words():
+    unit = Annotated[float, Range(gt=0, lt=1)]
+    assert check_type(1, PositiveInt, "x") == 1 and check_type(0, Fraction, "x") == 0.0
+    assert check_type(0.5, unit, "x") == 0.5 and check_type(None, PositiveInt | None, "x") is None
+    assert [range_name(t) for t in (PositiveInt, Fraction, unit, Annotated[int, Range(le=3)],
+                                    Annotated[list[Fraction], Length(2)], PositiveInt | None)] == [
+        "an integer >= 1", "a number in [0, 1)", "a number in (0, 1)", "an integer <= 3", "2 numbers in [0, 1)",
+        "an integer >= 1 or null"]
+    for value, tp, message in [(0, PositiveInt, "x: expected an integer >= 1, got 0"),
+                               ("0", PositiveInt, "x: expected int, got '0'"),  # a wrong type says so
+                               (1, Fraction, "x: expected a number in [0, 1), got 1"),
+                               (float("nan"), Fraction, "x: expected a number in [0, 1), got nan"),
+                               (float("-inf"), Annotated[float, Range(le=0)], "x: expected a number <= 0, got -inf"),
+                               (1.0, unit, "x: expected a number in (0, 1), got 1.0"),
+                               ([0.5], Annotated[list[Fraction], Length(2)],
+                                "x: expected 2 numbers in [0, 1), got [0.5]"),
+                               ([0.5, 2], Annotated[list[Fraction], Length(2)],
+                                "x[1]: expected a number in [0, 1), got 2"),
+                               (0, PositiveInt | None, "x: expected an integer >= 1 or null, got 0"),
+                               (-10**400, PositiveInt, f"x: expected an integer >= 1, got {-10**400}"),
+                               ("a", PositiveInt | None, "x: expected int or null, got 'a'")]:
+        with pytest.raises(ConfigError) as info:
+            check_type(value, tp, "x")
+        assert str(info.value) == message
+
+
+def _dropout_model(width: PositiveInt, dropout: Fraction = 0.0) -> None:
+    """A stand-in constructor with ranges on its annotations."""
+
+
+def test_constructor_annotations_carry_ranges():
+    assert check_arguments(_dropout_model, {"width": 2, "dropout": 0.5}, "model") == {"width": 2, "dropout": 0.5}
+    with pytest.raises(ConfigError, match=r"^model\.dropout: expected a number in \[0, 1\), got 1$"):
+        check_arguments(_dropout_model, {"width": 2, "dropout": 1}, "model")

@@ -12,13 +12,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 
 from opformer.errors import ConfigError
 from opformer.models.registry import model_keys, preset, resolve_model_config
-from opformer.validate import check_type, from_mapping
+from opformer.validate import (Fraction, Length, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Range,
+                               check_type, from_mapping)
+
+GridSize = Annotated[int, Range(ge=2)]  # grid points per axis
 
 
 @dataclass
@@ -26,24 +29,16 @@ class DataConfig:
     """Which data file, which grid, which samples, which normalisation."""
 
     path: str = ""
-    resolution: int | None = None  # training grid points per axis; None = as stored
-    n_train: int = 1024
-    n_val: int = 100
-    n_test: int = 100
+    resolution: GridSize | None = None  # training grid points per axis; None = as stored
+    n_train: PositiveInt = 1024
+    n_val: PositiveInt = 100  # validation selects best.pt
+    n_test: PositiveInt = 100
     normalize_input: Literal["none", "pointwise", "channel"] = "none"
     normalize_target: Literal["none", "pointwise", "channel"] = "none"
     direction: Literal["forward", "inverse"] = "forward"  # inverse: learn stored target -> stored input
-    target_resolution: int | None = None  # target on a coarser closed grid, by block averages (inverse Darcy)
-    input_noise: float = 0.0  # eps: inputs get eps * N(0, 1) after normalisation, in training and evaluation
+    target_resolution: GridSize | None = None  # target on a coarser closed grid, by block averages (inverse Darcy)
+    input_noise: NonNegativeFloat = 0.0  # eps: inputs get eps * N(0, 1) after normalisation, in training and evaluation
     boundary: Literal["none", "dirichlet"] = "none"  # dirichlet: the output is set to zero on the boundary
-
-    def __post_init__(self) -> None:
-        if self.input_noise < 0:
-            raise ConfigError(f"data.input_noise: expected a noise level >= 0, got {self.input_noise}")
-        for key in ("resolution", "target_resolution"):
-            value = getattr(self, key)
-            if value is not None and value < 2:
-                raise ConfigError(f"data.{key}: expected at least 2 grid points, got {value}")
 
 
 @dataclass
@@ -51,7 +46,7 @@ class LossConfig:
     """Training loss: per-sample relative L2, optionally with the paper's H1 regulariser."""
 
     name: Literal["relative_l2", "h1_relative"] = "relative_l2"
-    gamma: float = 0.1
+    gamma: NonNegativeFloat = 0.1
     weight_by_input: bool = False  # H1 term weighted by the first input channel (Darcy's coefficient a)
 
 
@@ -60,9 +55,9 @@ class OptimConfig:
     """Optimiser."""
 
     name: Literal["adam", "adamw"] = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    lr: PositiveFloat = 1e-3
+    weight_decay: NonNegativeFloat = 0.0
+    betas: Annotated[list[Fraction], Length(2)] = field(default_factory=lambda: [0.9, 0.999])
 
 
 @dataclass
@@ -70,9 +65,9 @@ class ScheduleConfig:
     """Learning-rate schedule, stepped once per batch."""
 
     name: Literal["onecycle", "constant"] = "onecycle"
-    div_factor: float = 1e4
-    final_div_factor: float = 1e4
-    pct_start: float = 0.2
+    div_factor: PositiveFloat = 1e4
+    final_div_factor: PositiveFloat = 1e4
+    pct_start: Annotated[float, Range(gt=0, lt=1)] = 0.2
     anneal: Literal["cos", "linear"] = "cos"
     cycle_momentum: bool = False  # OneCycle's beta1 cycling (0.85-0.95); off unless asked for
 
@@ -81,12 +76,12 @@ class ScheduleConfig:
 class TrainConfig:
     """The training loop."""
 
-    epochs: int = 100
-    batch_size: int = 8
-    eval_batch_size: int = 32
-    grad_clip: float | None = 1.0
+    epochs: PositiveInt = 100
+    batch_size: PositiveInt = 8
+    eval_batch_size: PositiveInt = 32
+    grad_clip: PositiveFloat | None = 1.0  # None: no clipping
     device: str = "auto"
-    num_threads: int | None = None
+    num_threads: PositiveInt | None = None
     retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.train.allocator)
 
 
@@ -107,38 +102,27 @@ class RolloutConfig:
     output, and the loss is the mean of the first (teacher-forced) and the last (pushforward) call's losses.
     """
 
-    t_in: int = 10
-    t_out: int = 1
+    t_in: PositiveInt = 10
+    t_out: PositiveInt = 1
     strategy: Literal["one_step", "unroll", "pushforward", "latent_marching"] = "one_step"
-    unroll_steps: int = 1
-    curriculum_epochs: int = 0
-    march_curriculum_epochs: int = 0  # latent_marching: epochs over which the trained frames grow 1 -> t_out
-    pushforward_epoch: int | None = None  # latent_marching: first epoch with pushforward (None: never)
+    unroll_steps: PositiveInt = 1
+    curriculum_epochs: NonNegativeInt = 0
+    march_curriculum_epochs: NonNegativeInt = 0  # latent_marching: epochs over which the trained frames grow 1 -> t_out
+    pushforward_epoch: NonNegativeInt | None = None  # latent_marching: first epoch with pushforward (None: never)
     windows: Literal["all", "random"] = "all"  # every window start, or one random start per trajectory
-    noise: float = 0.0
-    time_stride: int = 1  # sub-sample the stored frames in time
-    eval_frames: int | None = None  # frames rolled out in evaluation after the t_in given ones (None: all)
+    noise: NonNegativeFloat = 0.0
+    time_stride: PositiveInt = 1  # sub-sample the stored frames in time
+    eval_frames: PositiveInt | None = None  # frames rolled out in evaluation after the t_in given ones (None: all)
 
     def __post_init__(self) -> None:
-        for key in ("t_in", "t_out", "unroll_steps", "time_stride"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"rollout.{key}: expected a positive integer, got {getattr(self, key)}")
+        """How the keys combine (their ranges are checked by :mod:`opformer.validate` on loading)."""
         if self.strategy == "one_step" and self.unroll_steps != 1:
             raise ConfigError(f"rollout.unroll_steps: is {self.unroll_steps} but strategy one_step makes one call; "
                               "use strategy unroll or pushforward")
-        if self.noise < 0 or self.curriculum_epochs < 0:
-            raise ConfigError("rollout.noise and rollout.curriculum_epochs: expected values >= 0")
-        if self.eval_frames is not None and self.eval_frames < 1:
-            raise ConfigError(f"rollout.eval_frames: expected a positive number of frames, got {self.eval_frames}")
         self._check_latent_marching()
 
     def _check_latent_marching(self) -> None:
-        """The keys of the latent_marching strategy: only with it, non-negative, pushforward needs calls."""
-        if self.march_curriculum_epochs < 0:
-            raise ConfigError(f"rollout.march_curriculum_epochs: expected a value >= 0, got "
-                              f"{self.march_curriculum_epochs}")
-        if self.pushforward_epoch is not None and self.pushforward_epoch < 0:
-            raise ConfigError(f"rollout.pushforward_epoch: expected an epoch >= 0, got {self.pushforward_epoch}")
+        """The keys of the latent_marching strategy: only with it; pushforward needs calls."""
         if self.strategy != "latent_marching":
             for key, unset in (("march_curriculum_epochs", 0), ("pushforward_epoch", None)):
                 if getattr(self, key) != unset:
@@ -166,7 +150,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
-    seed: int = 1127802
+    seed: Annotated[int, Range(ge=0, lt=2**63)] = 1127802  # torch's generators take 64 bits (+ epoch)
 
     def __post_init__(self) -> None:
         self.model = resolve_model_section(self.model, self.rollout)
@@ -213,7 +197,20 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that also reads exponent floats without a dot (``1e-3``) as floats (YAML 1.2)."""
+    """``yaml.SafeLoader`` that reads exponent floats without a dot (``1e-3``) as floats (YAML 1.2) and refuses
+    duplicate keys in a mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose keys are all different (``<<`` merges may still be overridden)."""
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _SafeLoader.add_implicit_resolver(
@@ -224,8 +221,25 @@ _SafeLoader.add_implicit_resolver(
 
 
 def safe_load_yaml(text: str) -> Any:
-    """Parse YAML safely (no arbitrary objects); ``1e-3`` is the float 0.001, not a string as in YAML 1.1."""
+    """Parse YAML safely (no arbitrary objects); ``1e-3`` is the float 0.001, not a string as in YAML 1.1.
+
+    A duplicate key in a mapping is a ``yaml.YAMLError`` (:func:`yaml_problem` words it).
+    """
     return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line on what is wrong in a YAML text: ``"duplicate key 'epochs' at line 3"``."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"not valid YAML (character #x{exc.character:04x} at position {exc.position}: {exc.reason})"
+    problem = getattr(exc, "problem", None) or ""
+    if problem.startswith("but "):  # "expected a single document in the stream, but found another document"
+        problem = f"{getattr(exc, 'context', None)}, {problem}"
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}" if mark else ""
+    if problem.startswith("duplicate key"):
+        return f"{problem}{at}"
+    return f"not valid YAML{at}" + (f" ({' '.join(problem.split())})" if problem else "")
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -240,22 +254,45 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: '{part}' is not a section")
-        node[parts[-1]] = safe_load_yaml(raw)
+        try:
+            node[parts[-1]] = safe_load_yaml(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: {yaml_problem(exc)}") from None
+    return data
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The mapping of sections in the YAML file ``path``; ``ConfigError`` naming the file if there is none."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if b"\0" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a YAML text file (binary content)") from None
+    try:
+        data = safe_load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
+    if data is None:
+        raise ConfigError(f"{path}: empty config file; expected sections such as model, data, train")
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(data), "value")
+        raise ConfigError(f"{path}: expected a mapping of sections (model, data, train, ...), got a {kind}")
     return data
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML run config (:func:`safe_load_yaml`), apply overrides and validate it."""
+    """Read a YAML run config (:func:`read_config_file`), apply overrides and validate it."""
     path = Path(path)
-    try:
-        data = safe_load_yaml(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at}") from None
-    data = apply_overrides(data or {}, overrides or [])
+    data = apply_overrides(read_config_file(path), overrides or [])
     try:
         return config_from_dict(data)
     except ConfigError as exc:

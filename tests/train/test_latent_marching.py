@@ -80,9 +80,9 @@ def test_pushforward_trains_the_first_and_last_calls_on_detached_inputs():
 @pytest.mark.parametrize(
     ("keys", "message"),
     [({"strategy": "latent_marching", "march_curriculum_epochs": -1},
-      "rollout.march_curriculum_epochs: expected a value >= 0, got -1"),
+      "rollout.march_curriculum_epochs: expected an integer >= 0, got -1"),
      ({"strategy": "latent_marching", "pushforward_epoch": -2, "unroll_steps": 2},
-      "rollout.pushforward_epoch: expected an epoch >= 0, got -2"),
+      "rollout.pushforward_epoch: expected an integer >= 0 or null, got -2"),
      ({"strategy": "unroll", "unroll_steps": 2, "march_curriculum_epochs": 3},
       "rollout.march_curriculum_epochs: only used by strategy latent_marching, not unroll"),
      ({"strategy": "one_step", "pushforward_epoch": 3}, "rollout.pushforward_epoch: only used by strategy"),
@@ -93,7 +93,7 @@ def test_pushforward_trains_the_first_and_last_calls_on_detached_inputs():
 )
 def test_config_errors_name_the_key(keys, message):
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(")) as info:
-        RolloutConfig(**keys)
+        config_from_dict({"rollout": keys})
     assert "\n" not in str(info.value)
 
 

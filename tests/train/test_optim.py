@@ -3,8 +3,8 @@ import copy
 import pytest
 import torch
 
-from opformer.config import OptimConfig
-from opformer.train.optim import build_optimizer, use_fused_update
+from opformer.config import OptimConfig, ScheduleConfig
+from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 
 
 def _net():
@@ -38,3 +38,26 @@ def test_fused_flag_survives_loading_an_unfused_state():
     assert optimizer.param_groups[0]["fused"] is None  # load_state_dict restores the saved flags ...
     use_fused_update(optimizer)
     assert optimizer.param_groups[0]["fused"] is True  # ... and the trainer switches them back
+
+
+def _onecycle_lrs(total_steps, pct_start):
+    optimizer = build_optimizer(_net().parameters(), OptimConfig(lr=1.0))
+    config = ScheduleConfig(pct_start=pct_start, div_factor=10.0, final_div_factor=10.0, anneal="linear")
+    scheduler = build_scheduler(optimizer, config, total_steps)
+    lrs = []
+    for _ in range(total_steps):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return lrs
+
+
+@pytest.mark.parametrize(("total_steps", "pct_start"), [(5, 0.2), (2, 0.5), (10, 0.1), (3, 1 / 3)])
+def test_onecycle_with_a_one_step_warm_up_starts_at_the_peak(total_steps, pct_start):
+    # PyTorch divides by the zero width of a warm-up of exactly one step; it is the limit of shorter ones
+    lrs = _onecycle_lrs(total_steps, pct_start)
+    shorter = _onecycle_lrs(total_steps, pct_start * 0.999)
+    assert lrs[0] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.01)
+    assert lrs == pytest.approx(shorter, rel=1e-2)
+    assert lrs == sorted(lrs, reverse=True)
+    assert _onecycle_lrs(5, 0.4) == pytest.approx([0.1, 1.0, 0.67, 0.34, 0.01])  # longer warm-ups unchanged

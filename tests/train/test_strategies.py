@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from opformer.config import RolloutConfig
+from opformer.config import RolloutConfig, config_from_dict
 from opformer.errors import ConfigError
 from opformer.eval.metrics import relative_l2_per_sample
 from opformer.train.strategies import add_relative_noise, curriculum_steps, pushforward_calls, strategy_loss, window_loss
@@ -51,8 +51,8 @@ def test_relative_noise_scales_with_each_samples_rms():
 def test_rollout_config_errors():
     with pytest.raises(ConfigError, match="rollout.unroll_steps: is 3 but strategy one_step makes one call"):
         RolloutConfig(unroll_steps=3)
-    with pytest.raises(ConfigError, match="rollout.t_in: expected a positive integer, got 0"):
-        RolloutConfig(t_in=0)
+    with pytest.raises(ConfigError, match="rollout.t_in: expected an integer >= 1, got 0"):
+        config_from_dict({"rollout": {"t_in": 0}})
 
 
 def test_pushforward_draws_its_calls_per_batch_teacher_forcing_included():

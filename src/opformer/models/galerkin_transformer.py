@@ -8,6 +8,7 @@ from opformer.errors import ConfigError
 from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.positional import grid_coordinates
 from opformer.nn.regressors import SpectralRegressor
+from opformer.validate import Fraction
 
 
 class GalerkinTransformer1d(nn.Module):
@@ -24,8 +25,8 @@ class GalerkinTransformer1d(nn.Module):
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, d_model: int = 96, n_layers: int = 4,
                  n_head: int = 1, dim_ff: int = 192, attention_type: str = "galerkin", norm_scheme: str = "galerkin",
-                 activation: str = "relu", dropout: float = 0.0, ffn_dropout: float = 0.0,
-                 attention_dropout: float = 0.0, layer_norm_eps: float = 1e-5, xavier_gain: float = 0.01,
+                 activation: str = "relu", dropout: Fraction = 0.0, ffn_dropout: Fraction = 0.0,
+                 attention_dropout: Fraction = 0.0, layer_norm_eps: float = 1e-5, xavier_gain: float = 0.01,
                  diagonal_weight: float = 0.01, decoder_width: int = 48, decoder_modes: int = 16,
                  decoder_layers: int = 2, decoder_head_width: int = 48, decoder_activation: str = "silu",
                  length: float = 1.0, periodic: bool = True) -> None:

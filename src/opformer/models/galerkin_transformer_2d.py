@@ -16,6 +16,7 @@ from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.regressors import PointwiseRegressor, SpectralRegressor
+from opformer.validate import Fraction
 
 DECODERS = ("spectral", "pointwise")
 
@@ -34,12 +35,12 @@ class GalerkinTransformer2d(nn.Module):
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, coarse_size: int = 43, d_model: int = 128,
                  n_layers: int = 6, n_head: int = 4, dim_ff: int = 256, attention_type: str = "galerkin",
-                 norm_scheme: str = "galerkin", activation: str = "relu", dropout: float = 0.0,
-                 ffn_dropout: float = 0.05, attention_dropout: float = 0.1, downsample_dropout: float = 0.05,
-                 upsample_dropout: float = 0.0, layer_norm_eps: float = 1e-7, xavier_gain: float = 0.01,
+                 norm_scheme: str = "galerkin", activation: str = "relu", dropout: Fraction = 0.0,
+                 ffn_dropout: Fraction = 0.05, attention_dropout: Fraction = 0.1, downsample_dropout: Fraction = 0.05,
+                 upsample_dropout: Fraction = 0.0, layer_norm_eps: float = 1e-7, xavier_gain: float = 0.01,
                  diagonal_weight: float = 0.01, decoder: str = "spectral", decoder_width: int = 32,
                  decoder_modes: int = 12, decoder_layers: int = 2, decoder_head_width: int = 128,
-                 decoder_activation: str = "silu", decoder_dropout: float = 0.0, length: float = 1.0) -> None:
+                 decoder_activation: str = "silu", decoder_dropout: Fraction = 0.0, length: float = 1.0) -> None:
         super().__init__()
         check_choice("decoder", decoder, DECODERS)
         if min(in_channels, out_channels, d_model, n_layers, dim_ff, decoder_width, decoder_layers) < 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -42,14 +43,22 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig,
 
     OneCycle's momentum cycling, which rewrites Adam's beta1 between 0.85 and 0.95, only happens with
     ``cycle_momentum: true`` (PyTorch turns it on silently by default).
+
+    PyTorch's warm-up ends at step ``pct_start * total_steps - 1``; a warm-up shorter than one step starts
+    the cycle at its peak, but exactly one step (e.g. 5 steps with ``pct_start`` 0.2) is a phase of zero width
+    that PyTorch divides by (``ZeroDivisionError``). That case is given the same start at the peak, the limit
+    from below, by lowering ``pct_start`` by a few units in the last place.
     """
     if config.name == "constant":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    pct_start = config.pct_start
+    while pct_start * total_steps == 1:
+        pct_start = math.nextafter(pct_start, 0.0)
     return torch.optim.lr_scheduler.OneCycleLR(
         optimizer,
         max_lr=[group["lr"] for group in optimizer.param_groups],
         total_steps=total_steps,
-        pct_start=config.pct_start,
+        pct_start=pct_start,
         anneal_strategy=config.anneal,
         div_factor=config.div_factor,
         final_div_factor=config.final_div_factor,
