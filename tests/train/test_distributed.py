@@ -190,3 +190,17 @@ def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference)
     assert done.returncode != 0 and time.monotonic() - start < 60
     assert "opformer train: error: rank 1: boom in the test" in done.stderr.splitlines()
 
+
+def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
+    _, config = reference
+    from opformer.cli import main
+
+    assert main(["train", str(config), "--out", str(tmp_path / "odd"), "--nproc", "3"]) == 2
+    assert capsys.readouterr().err.startswith("opformer train: error: train.batch_size: 4 does not split over 3 ")
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=SRC, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "opformer", "train", str(config), "--out", str(run), "--nproc", "2"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("best validation relative L2") == 1 and len(_metrics(run)) == 2
+    assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2
