@@ -27,7 +27,6 @@ from opformer.runtime import resolve_device
 #: How long a collective waits for the other processes before the job fails (instead of hanging).
 TIMEOUT = timedelta(minutes=10)
 
-
 #: What a collective says when another process has gone.
 BROKEN = re.compile(r"[Cc]onnection (reset|closed)|[Bb]roken pipe|gloo|NCCL")
 
