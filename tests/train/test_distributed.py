@@ -28,10 +28,12 @@ import os, signal, sys
 import numpy as np
 import torch
 import opformer.data.pairs as pairs
+import opformer.data.trajectories as trajectories
 
 torch.set_default_dtype(torch.float64)
-read_arrays = pairs.read_arrays
+read_arrays, read_fields = pairs.read_arrays, trajectories.read_fields
 pairs.read_arrays = lambda *a, **k: tuple(np.asarray(x, np.float64) for x in read_arrays(*a, **k))
+trajectories.read_fields = lambda *a, **k: np.asarray(read_fields(*a, **k), np.float64)
 rank, watched = os.environ.get("RANK", "0"), os.environ.get("WATCH")
 if watched:
     log = open(os.environ["WATCH_LOG"] + rank, "a")
@@ -189,6 +191,24 @@ def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference)
                    FAIL_RANK="1")
     assert done.returncode != 0 and time.monotonic() - start < 60
     assert "opformer train: error: rank 1: boom in the test" in done.stderr.splitlines()
+
+
+def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
+    """Pushforward (a random number of calls per batch), random windows and relative input noise, 3 validation
+    trajectories sharded 2 + 1: the same weights and metrics as one process."""
+    config = {"seed": 0, "model": {"name": "fno2d_time", "width": 6, "modes": 3, "n_layers": 2},
+              "data": {"path": str(heat_file), "n_train": 6, "n_val": 3, "n_test": 1, "normalize_input": "channel",
+                       "normalize_target": "channel"},
+              "optim": {"lr": 3e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 1, "strategy": "pushforward", "unroll_steps": 3, "noise": 0.01,
+                          "windows": "random"}}
+    path = tmp_path / "heat.yaml"
+    path.write_text(yaml.safe_dump(config))
+    for processes in (1, 2):
+        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
+        assert done.returncode == 0, done.stderr
+    _same_run(tmp_path / "2", tmp_path / "1")
 
 
 def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
