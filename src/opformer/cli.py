@@ -21,7 +21,8 @@ EXAMPLES = {
                 "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
-             "  opformer train --resume runs/gt",
+             "  opformer train --resume runs/gt\n"
+             "  opformer train configs/burgers/gt.yaml --out runs/gt2 --nproc 2",
     "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json",
     "plot": "opformer plot runs/gt --data data/burgers.h5",
     "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
@@ -86,9 +87,45 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.device is not None:
         resolve_device(args.device)  # a device this machine lacks is refused before any data is read
         config.train.device = args.device
+    if args.nproc is not None and args.nproc < 1:
+        raise ConfigError(f"--nproc {args.nproc}: expected a number of processes of at least 1")
+    if args.nproc and args.nproc > 1:
+        return _launch_processes(args, config.train.batch_size)
     summary = train(config, run_dir, resume=bool(args.resume))
-    print(f"best validation relative L2 {summary['best_val_relative_l2']:.4e} at epoch {summary['best_epoch']} "
-          f"({summary['parameters']:,} parameters); run in {run_dir}")
+    if int(os.environ.get("RANK", "0")) == 0:  # the main process of a data-parallel run speaks for it
+        print(f"best validation relative L2 {summary['best_val_relative_l2']:.4e} at epoch {summary['best_epoch']} "
+              f"({summary['parameters']:,} parameters); run in {run_dir}")
+    return 0
+
+
+def _launch_processes(args: argparse.Namespace, batch_size: int) -> int:
+    """``opformer train --nproc N``: the same command (without ``--nproc``) in N processes started by torchrun's
+    launcher on this machine. A failed process has printed a line naming its rank; this returns its exit code."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run as torchrun
+
+    from opformer.train.distributed import check_batch
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("--nproc: this process was already started by torchrun; give --nproc to one of them")
+    check_batch(batch_size, args.nproc)
+    argv = ["train", *([args.config] if args.config else []), *(["--out", args.out] if args.out else []),
+            *[arg for value in args.set for arg in ("--set", value)],
+            *(["--resume", args.resume] if args.resume else []), *(["--device", args.device] if args.device else [])]
+    for name in list(logging.root.manager.loggerDict):  # the launcher's own lines (each process says what failed)
+        if name.startswith("torch.distributed.elastic"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    launch = get_args_parser().parse_args(["--standalone", "--nproc-per-node", str(args.nproc), "--module",
+                                           "opformer", *argv])
+    try:
+        torchrun(launch)
+    except ChildFailedError as exc:
+        return exc.get_first_failure()[1].exitcode or 1
+    except SignalException as exc:  # the launcher has stopped the processes
+        raise KeyboardInterrupt from exc
     return 0
 
 
@@ -242,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config value, e.g. train.epochs=10 (repeatable)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in RUN from its last checkpoint")
     p.add_argument("--device", default=None, help=f"{DEVICE_HELP} (default: the config's train.device, auto)")
+    p.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="data-parallel processes on this machine, started with torchrun (train.batch_size is the "
+                        "global batch; see docs/training.md for several machines)")
     p.set_defaults(func=cmd_train)
 
     p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")

@@ -8,6 +8,7 @@
     RUN/last.pt        the latest checkpoint, with optimiser and scheduler state (for ``--resume``)
     RUN/summary.json   epochs, best epoch and validation error, parameters, time
     RUN/run.json       one entry per training session: command line, versions, git commit, device, threads,
+                       data-parallel processes,
                        start and end times, epochs trained (an entry without an end is a killed session)
     RUN/train.log      time-stamped progress lines (opformer.train.progress)
     RUN/tensorboard/   scalars, if the optional tensorboard package is installed
@@ -97,8 +98,9 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def start_session(run_dir: Path, device: str, first_epoch: int) -> list[dict[str, Any]]:
-    """Record a new training session in ``run.json`` (command, versions, commit, device, threads, start)."""
+def start_session(run_dir: Path, device: str, first_epoch: int, processes: int = 1) -> list[dict[str, Any]]:
+    """Record a new training session in ``run.json`` (command, versions, commit, device, threads, data-parallel
+    processes, start)."""
     path = run_dir / SESSIONS
     try:
         sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
@@ -108,7 +110,7 @@ def start_session(run_dir: Path, device: str, first_epoch: int) -> list[dict[str
         sessions = []  # a hand-damaged record is started afresh rather than refusing to train
     sessions.append({"command": shlex.join(sys.argv), "opformer": __version__, "git_commit": _git_commit(),
                      "torch": torch.__version__, "python": sys.version.split()[0], "device": device,
-                     "threads": torch.get_num_threads(), "started": _now(), "ended": None,
+                     "threads": torch.get_num_threads(), "processes": processes, "started": _now(), "ended": None,
                      "first_epoch": first_epoch + 1, "last_epoch": None})
     write_atomic(path, json.dumps({"sessions": sessions}, indent=2) + "\n")
     return sessions

@@ -57,10 +57,18 @@ def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device:
 
 
 def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device,
-                 noise_level: float = 0.0, seed: int = 0) -> torch.Tensor:
-    """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation."""
+                 noise_level: float = 0.0, seed: int = 0, rows: slice = slice(None)) -> torch.Tensor:
+    """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation.
+
+    ``rows`` (one process's shard in data-parallel validation) selects samples; their noise is their rows of
+    the whole split's realisation, so a sample's error does not depend on how the split is sharded.
+    """
     noise = noise_sample(tuple(split.inputs.shape), noise_level, seed)
-    return relative_l2_per_sample(predict(surrogate, split.inputs, batch_size, device, noise=noise), split.targets)
+    inputs, targets = split.inputs[rows], split.targets[rows]
+    if inputs.shape[0] == 0:
+        return targets.new_zeros((0,))
+    preds = predict(surrogate, inputs, batch_size, device, noise=None if noise is None else noise[rows])
+    return relative_l2_per_sample(preds, targets)
 
 
 def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:

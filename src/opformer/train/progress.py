@@ -29,15 +29,17 @@ class Progress:
 
     On a terminal a tqdm bar shows the steps of the current epoch with samples/s and the ETA of the run;
     elsewhere the same figures are printed as a line every ``interval`` seconds. The session's start and
-    every epoch's result are printed and appended to ``train.log`` in the run directory either way.
+    every epoch's result are printed and appended to ``train.log`` in the run directory either way. A
+    ``quiet`` progress (of a data-parallel process other than the main one) neither prints nor writes.
     """
 
     def __init__(self, run_dir: Path, epochs: int, steps: int, first_epoch: int, interval: float = 60.0,
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None, quiet: bool = False) -> None:
         self.path = run_dir / LOG
         self.epochs, self.steps, self.first_epoch, self.interval = epochs, steps, first_epoch, interval
         self.stream = stream or sys.stdout
-        self.terminal = self.stream.isatty()
+        self.quiet = quiet
+        self.terminal = self.stream.isatty() and not quiet
         self.started = time.perf_counter()
         self.bar: Any = None
         self.epoch = first_epoch
@@ -46,6 +48,8 @@ class Progress:
 
     def log(self, text: str) -> None:
         """Print a line and append it, time-stamped, to ``train.log``."""
+        if self.quiet:
+            return
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with open(self.path, "a") as f:
             f.write(f"{stamp} {text}\n")
@@ -76,7 +80,7 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self._rate()}, ETA {duration(self.eta())}", refresh=False)
             self.bar.update()
-        elif time.perf_counter() - self.last_line >= self.interval:
+        elif not self.quiet and time.perf_counter() - self.last_line >= self.interval:
             self.last_line = time.perf_counter()
             print(f"epoch {self.epoch + 1}/{self.epochs} step {self.step_count}/{self.steps} {self._rate()} "
                   f"ETA {duration(self.eta())}", file=self.stream, flush=True)

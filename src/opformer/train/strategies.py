@@ -8,20 +8,23 @@ import torch
 
 from opformer.config import RolloutConfig
 from opformer.eval.metrics import Step, advance, relative_l2_per_sample
+from opformer.train.distributed import Part, normal
 
 
-def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None,
+                       part: Part | None = None) -> torch.Tensor:
     """``x + scale * rms(x) * N(0, 1)``, the RMS per sample and channel over grid and time.
 
     The convention of this library (documented in docs/training.md): ``scale`` is relative to the field's
     root-mean-square, so the noise level does not depend on the grid size (DPOT's ``||x||`` is a sum over
-    the grid, whose per-point size grows with the number of points).
+    the grid, whose per-point size grows with the number of points). With ``part`` (data-parallel training)
+    the noise is this process's rows of the draw for the whole global batch.
     """
     if scale == 0:
         return x
     dims = tuple(range(1, x.dim() - 1))
     rms = x.pow(2).mean(dim=dims, keepdim=True).sqrt()
-    noise = torch.randn(x.shape, generator=generator).to(device=x.device, dtype=x.dtype)
+    noise = normal(x.shape, generator, part).to(device=x.device, dtype=x.dtype)
     return x + scale * rms * noise
 
 
@@ -34,7 +37,7 @@ def curriculum_steps(config: RolloutConfig, epoch: int) -> int:
 
 
 def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, calls: int,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None, part: Part | None = None) -> torch.Tensor:
     """Training loss of a batch of windows under the configured strategy.
 
     ``future`` holds at least ``calls * t_out`` frames. ``one_step``/``unroll``: the mean over the ``calls``
@@ -48,9 +51,9 @@ def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, confi
         last = call == calls - 1
         if config.strategy == "pushforward" and not last:
             with torch.no_grad():
-                new = step(add_relative_noise(context, config.noise, generator))
+                new = step(add_relative_noise(context, config.noise, generator, part))
         else:
-            new = step(add_relative_noise(context, config.noise, generator))
+            new = step(add_relative_noise(context, config.noise, generator, part))
             losses.append(relative_l2_per_sample(new, target).mean())  # over grid, frames, channels
         context = advance(context, new)
     return torch.stack(losses).mean()
@@ -71,7 +74,8 @@ def pushforward_active(config: RolloutConfig, epoch: int) -> bool:
 
 
 def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig,
-                         epoch: int, generator: torch.Generator | None = None) -> torch.Tensor:
+                         epoch: int, generator: torch.Generator | None = None, part: Part | None = None
+                         ) -> torch.Tensor:
     """FactFormer's LM protocol: the relative L2 of a call's first :func:`marched_frames` frames.
 
     Before pushforward: one call. With pushforward: ``unroll_steps`` calls, each fed the previous one's
@@ -84,11 +88,11 @@ def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor
     for call in range(calls):
         target = future[..., call * t_out:call * t_out + frames, :]
         if call in (0, calls - 1):
-            new = step(add_relative_noise(context, config.noise, generator))
+            new = step(add_relative_noise(context, config.noise, generator, part))
             losses.append(relative_l2_per_sample(new[..., :frames, :], target).mean())
         else:
             with torch.no_grad():
-                new = step(add_relative_noise(context, config.noise, generator))
+                new = step(add_relative_noise(context, config.noise, generator, part))
         context = advance(context, new.detach())
     return torch.stack(losses).mean()
 
@@ -101,11 +105,11 @@ def pushforward_calls(calls: int, generator: torch.Generator | None = None) -> i
 
 
 def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+                generator: torch.Generator | None = None, part: Part | None = None) -> torch.Tensor:
     """The training loss of a batch of windows at ``epoch`` under the configured strategy."""
     if config.strategy == "latent_marching":
-        return latent_marching_loss(step, context, future, config, epoch, generator)
+        return latent_marching_loss(step, context, future, config, epoch, generator, part)
     calls = curriculum_steps(config, epoch)
     if config.strategy == "pushforward":
         calls = pushforward_calls(calls, generator)
-    return strategy_loss(step, context, future, config, calls, generator)
+    return strategy_loss(step, context, future, config, calls, generator, part)

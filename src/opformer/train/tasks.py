@@ -21,6 +21,7 @@ from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
+from opformer.train.distributed import Context, Part, normal
 from opformer.train.losses import H1RelativeLoss, relative_l2
 from opformer.train.strategies import window_loss
 
@@ -37,9 +38,9 @@ class Task(Protocol):
     def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]: ...
     def steps_per_epoch(self) -> int: ...
     def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]: ...
-    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device) -> torch.Tensor: ...
-    def validate(self, surrogate: Surrogate, device: torch.device) -> float: ...
+    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor: ...
+    def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float: ...
 
 
 def _base_spec(info: DatasetInfo, input_channels: list[str], target_channels: list[str]) -> dict[str, Any]:
@@ -99,23 +100,26 @@ class OperatorTask:
         """Shuffled mini-batches ``(x, y, dy)``."""
         return self.train.batches(self.config.train.batch_size, generator)
 
-    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device) -> torch.Tensor:
-        """Loss of a batch, with fresh input noise if the run has some."""
+    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
+        """Mean loss of a batch (``part`` of a global batch), with fresh input noise if the run has some."""
         x, y, dy = batch
         level = self.config.data.input_noise
-        noise = level * torch.randn(x.shape, generator=generator) if level else None
+        noise = level * normal(x.shape, generator, part) if level else None
         x, y, dy = x.to(device), y.to(device), dy.to(device)
         pred = surrogate(x, None if noise is None else noise.to(device))
         if self.h1 is None:
             return relative_l2(pred, y)
         return self.h1(pred, y, dy, x[..., :1] if self.config.loss.weight_by_input else None)
 
-    def validate(self, surrogate: Surrogate, device: torch.device) -> float:
-        """Mean relative L2 on the validation split (with the run's fixed validation noise)."""
-        return float(split_errors(surrogate, self.val, self.config.train.eval_batch_size, device,
-                                  noise_level=self.config.data.input_noise,
-                                  seed=self.config.seed + NOISE_SEED_OFFSETS["val"]).mean())
+    def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float:
+        """Mean relative L2 on the validation split (with the run's fixed validation noise); with a
+        ``context`` of several processes, each takes its shard and the sums are all-reduced."""
+        context = context or Context(device)
+        errors = split_errors(surrogate, self.val, self.config.train.eval_batch_size, device,
+                              noise_level=self.config.data.input_noise,
+                              seed=self.config.seed + NOISE_SEED_OFFSETS["val"], rows=context.rows(len(self.val)))
+        return context.mean(errors)
 
 
 class TrajectoryTask:
@@ -176,18 +180,23 @@ class TrajectoryTask:
         rollout = self.config.rollout
         return self.train.batches(self.config.train.batch_size, rollout.t_in, self.span, rollout.windows, generator)
 
-    def loss(self, surrogate: Surrogate, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
         """The strategy's loss at this epoch (the curriculum's number of calls or of marched frames)."""
         context, future = (t.to(device) for t in batch)
-        return window_loss(surrogate, context, future, self.config.rollout, epoch, generator)
+        return window_loss(surrogate, context, future, self.config.rollout, epoch, generator, part)
 
-    def validate(self, surrogate: Surrogate, device: torch.device) -> float:
-        """Trajectory-averaged relative L2 of rollouts of the validation trajectories."""
+    def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float:
+        """Trajectory-averaged relative L2 of rollouts of the validation trajectories (each process's shard
+        with a ``context`` of several processes, the sums all-reduced)."""
+        context = context or Context(device)
         surrogate.eval()
-        _, errors = rollout_errors(surrogate, self.val.fields, self.config.rollout.t_in, self.eval_frames,
-                                   self.config.train.eval_batch_size, device)
-        return float(errors.mean())
+        fields = self.val.fields[context.rows(len(self.val))]
+        errors = torch.zeros(0)
+        if len(fields):
+            _, errors = rollout_errors(surrogate, fields, self.config.rollout.t_in, self.eval_frames,
+                                       self.config.train.eval_batch_size, device)
+        return context.mean(errors)
 
 
 def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask:

@@ -7,6 +7,7 @@ import dataclasses
 import math
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
                            write_metrics, write_run_config, write_summary)
-from opformer.runtime import release_freed_memory, resolve_device, retain_freed_memory
+from opformer.runtime import release_freed_memory, retain_freed_memory
+from opformer.train.distributed import Context, check_batch, session
 from opformer.train.progress import Progress
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
@@ -29,16 +31,22 @@ class Trainer:
     What the run directory holds is :mod:`opformer.runs`; ``best.pt`` is selected on the validation error
     (the test split is never looked at during training). Each epoch reseeds the RNG from ``seed + epoch``, so
     a resumed run reproduces an uninterrupted one exactly.
+
+    With a ``context`` of several processes (:mod:`opformer.train.distributed`) every process trains the
+    model wrapped in DistributedDataParallel on its rows of each global batch, validates its shard of the
+    validation split, and only the main process writes the run directory.
     """
 
-    def __init__(self, config: RunConfig, run_dir: str | os.PathLike) -> None:
+    def __init__(self, config: RunConfig, run_dir: str | os.PathLike, context: Context | None = None) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         if config.train.num_threads:
             torch.set_num_threads(config.train.num_threads)
         if config.train.retain_freed_memory:
             retain_freed_memory()
-        self.device = resolve_device(config.train.device)
+        self.context = context or Context.local(config.train.device)
+        check_batch(config.train.batch_size, self.context.world)
+        self.device = self.context.device
         self.task: Task = make_task(config)
         data = config.data
         spec = {
@@ -56,6 +64,7 @@ class Trainer:
         self.surrogate.input_normalizer.fit(inputs)
         self.surrogate.target_normalizer.fit(targets)
         self.surrogate.to(self.device)
+        self.model = self.context.wrap(self.surrogate)  # what the training steps call
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
                                          config.train.epochs * self.task.steps_per_epoch())
@@ -109,6 +118,8 @@ class Trainer:
                                       f"{self.run_dir}/config.yaml says {now!r}")
 
     def _save(self, name: str, epoch: int, with_state: bool) -> None:
+        if not self.context.is_main:
+            return
         state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
                  if with_state else None)
         save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
@@ -116,42 +127,52 @@ class Trainer:
 
     def _train_epoch(self, epoch: int, progress: Progress) -> float:
         seed = self.config.seed + epoch
-        torch.manual_seed(seed)
+        # the global RNG (dropout) differs between processes; the generator (order, windows, noise) is shared
+        torch.manual_seed(seed * self.context.world + self.context.rank)
         generator = torch.Generator().manual_seed(seed)
         self.surrogate.train()
+        world = self.context.world
         total, count = 0.0, 0
         for step, batch in enumerate(self.task.batches(epoch, generator)):
-            loss = self.task.loss(self.surrogate, batch, epoch, generator, self.device)
-            if not torch.isfinite(loss):
+            mine, part = self.context.shard(batch)
+            loss = self.task.loss(self.model, mine, epoch, generator, self.device, part)
+            if world > 1:  # the mean over this part, weighted so that DDP's average over processes is the
+                loss = loss * (part.share * world)  # mean over the global batch
+            value = self.context.sum(loss.item() / world)[0] if world > 1 else loss.item()
+            if not math.isfinite(value):
                 last = self.run_dir / "last.pt"
                 kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written yet"
-                raise TrainingDiverged(f"loss is {loss.item()} at epoch {epoch + 1}, step {step + 1}; training stopped "
+                raise TrainingDiverged(f"loss is {value} at epoch {epoch + 1}, step {step + 1}; training stopped "
                                        f"({kept}); try a lower optim.lr or train.grad_clip")
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # DDP has averaged the gradients over the processes when this returns
             if self.config.train.grad_clip:
                 torch.nn.utils.clip_grad_norm_(self.surrogate.parameters(), self.config.train.grad_clip)
             self.optimizer.step()
             self.scheduler.step()
-            total += loss.item() * batch[0].shape[0]
+            total += value * batch[0].shape[0]
             count += batch[0].shape[0]
             progress.step(batch[0].shape[0])
         return total / count
 
     def fit(self) -> dict[str, Any]:
-        """Train for the configured epochs (from :attr:`start_epoch`); return the run summary."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_run_config(self.run_dir, self.config)
+        """Train for the configured epochs (from :attr:`start_epoch`); return the run summary. Only the main
+        process writes; the others wait for it at the end of every epoch."""
+        main, world = self.context.is_main, self.context.world
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_run_config(self.run_dir, self.config)
         epochs = self.config.train.epochs
-        progress = Progress(self.run_dir, epochs, self.task.steps_per_epoch(), self.start_epoch)
+        progress = Progress(self.run_dir, epochs, self.task.steps_per_epoch(), self.start_epoch, quiet=not main)
         if self.start_epoch >= epochs:
             progress.log(f"the run has already trained all {epochs} epochs; nothing to do")
             return self._summary()
-        sessions = start_session(self.run_dir, str(self.device), self.start_epoch)
+        sessions = start_session(self.run_dir, str(self.device), self.start_epoch, world) if main else []
+        processes = f" x {world} processes" if world > 1 else ""
         progress.log(f"{'resumed at' if self.start_epoch else 'started'} epoch {self.start_epoch + 1} of {epochs}, "
                      f"{self.task.steps_per_epoch()} steps each, on {self.device} with {torch.get_num_threads()} "
-                     f"threads: {sessions[-1]['command']}")
-        writer = _tensorboard(self.run_dir)
+                     f"threads{processes}: {sessions[-1]['command'] if main else ''}")
+        writer = _tensorboard(self.run_dir) if main else None
         for epoch in range(self.start_epoch, epochs):
             if self.config.train.retain_freed_memory:
                 release_freed_memory()  # what loading, validation and saving left: only the steps' blocks stay
@@ -159,7 +180,7 @@ class Trainer:
             start = time.perf_counter()
             train_loss = self._train_epoch(epoch, progress)
             seconds = time.perf_counter() - start
-            val = self.task.validate(self.surrogate, self.device)
+            val = self.task.validate(self.surrogate, self.device, self.context)
             record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
                       "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
             self.history.append(record)
@@ -167,14 +188,17 @@ class Trainer:
                 self.best_val = val
                 self._save("best.pt", epoch, with_state=False)
             self._save("last.pt", epoch, with_state=True)
-            write_metrics(self.run_dir, self.history)
+            if main:
+                write_metrics(self.run_dir, self.history)
             progress.end_epoch(record)
             if writer is not None:
                 for key in ("train_loss", "val_relative_l2", "lr"):
                     writer.add_scalar(key, record[key], epoch + 1)
+            self.context.barrier()
         if writer is not None:
             writer.close()
-        end_session(self.run_dir, sessions, epochs)
+        if main:
+            end_session(self.run_dir, sessions, epochs)
         return self._summary()
 
     def _summary(self) -> dict[str, Any]:
@@ -188,7 +212,8 @@ class Trainer:
             "train_seconds": sum(r["seconds"] for r in self.history),
             "seconds_per_step": sum(r["seconds"] for r in self.history) / steps if steps else None,
         }
-        write_summary(self.run_dir, summary)
+        if self.context.is_main:
+            write_summary(self.run_dir, summary)
         return summary
 
 
@@ -203,18 +228,23 @@ def _tensorboard(run_dir: Path) -> Any:
 
 def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> dict[str, Any]:
     """Train (or resume) a run; returns its summary. The run directory is locked against a second writer, and a
-    new run never goes into a folder that already holds files."""
+    new run never goes into a folder that already holds files.
+
+    Started by ``torchrun`` with several processes, each process trains its shard of every batch
+    (:mod:`opformer.train.distributed`); the main process checks, locks and writes the run directory.
+    """
     run_dir = Path(run_dir)
-    if not resume:
-        check_fresh(run_dir)
-    if config.data.path:  # stored absolute, so that evaluate and plot find the data from any folder
-        config = dataclasses.replace(config, data=dataclasses.replace(config.data,
-                                                                      path=str(Path(config.data.path).absolute())))
-    trainer = Trainer(config, run_dir)  # checks the config against the data; writes nothing
-    with run_lock(run_dir):
-        if resume:
-            trainer.resume()
-        else:
-            check_fresh(run_dir)  # again under the lock: another process may have started between the checks
-        return trainer.fit()
+    with session(config.train.device) as context:
+        if not resume and context.is_main:
+            check_fresh(run_dir)
+        if config.data.path:  # stored absolute, so that evaluate and plot find the data from any folder
+            data = dataclasses.replace(config.data, path=str(Path(config.data.path).absolute()))
+            config = dataclasses.replace(config, data=data)
+        trainer = Trainer(config, run_dir, context)  # checks the config against the data; writes nothing
+        with run_lock(run_dir) if context.is_main else nullcontext():
+            if resume:
+                trainer.resume()
+            elif context.is_main:
+                check_fresh(run_dir)  # again under the lock: another process may have started between the checks
+            return trainer.fit()
 
