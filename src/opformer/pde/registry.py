@@ -25,6 +25,7 @@ import numpy as np
 from opformer.errors import ConfigError
 from opformer.pde.burgers import generate_burgers
 from opformer.pde.darcy import generate_darcy
+from opformer.pde.diffusion_reaction import generate_diffusion_reaction
 from opformer.pde.kolmogorov import generate_kolmogorov
 from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
@@ -58,6 +59,7 @@ FLAGS = {
     "solve_resolution": Flag(int, "the solver's grid, a multiple of --resolution",
                              "a multiple of the stored resolution {resolution}",
                              lambda value, resolution: value % resolution == 0),
+    "dt": Flag(float, "the solver's largest time step", "a positive time step", lambda value, resolution: value > 0),
 }
 
 
@@ -141,6 +143,10 @@ PDES = {
     "turbulence3d": PDE(
         generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w",
         flags=("t_final",), chunk=16),
+    "diffusion-reaction": PDE(
+        generate_diffusion_reaction, TRAJECTORY,
+        "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
+        flags=("t_final", "dt"), periodic=False, chunk=16),
 }
 
 
