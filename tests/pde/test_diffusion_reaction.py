@@ -1,5 +1,7 @@
 """FitzHugh–Nagumo diffusion-reaction: exact diffusion, the reaction ODE, second order in time, the stored file."""
 
+import threading
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -10,6 +12,7 @@ from opformer.data.generate import generate_file
 from opformer.data.store import read_fields, read_info
 from opformer.errors import ConfigError
 from opformer.pde.diffusion_reaction import DU, DV, K, generate_diffusion_reaction, solve_diffusion_reaction
+from opformer.pde.parallel import Stopped
 
 
 def cell_centres(n: int) -> np.ndarray:
@@ -81,6 +84,13 @@ def test_a_too_large_step_is_a_config_error():
     state = np.full((1, 2, 8, 8), 5.0)
     with pytest.raises(ConfigError, match="dt=0.5 is too large"):
         solve_diffusion_reaction(state, np.array([0.0, 5.0]), dt=0.5)
+
+
+def test_a_set_stop_event_ends_the_march_within_a_step():
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Stopped):
+        solve_diffusion_reaction(np.zeros((1, 2, 8, 8)), np.array([0.0, 5.0]), dt=2.5e-3, stop=stop)
 
 
 def test_generate_writes_a_self_describing_resumable_file(capsys, tmp_path):
