@@ -20,6 +20,7 @@ DEFAULTS = {
     "kolmogorov": {"resolution": 64, "t_final": 10.0, "solve_resolution": 256},
     "turbulence3d": {"resolution": 32, "t_final": 1.0},
     "shallow-water": {"resolution": 64},
+    "diffusion-reaction": {"resolution": 64, "t_final": 5.0, "dt": 2.5e-3},
 }
 
 
@@ -45,11 +46,12 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert ("stored grid points per axis (default: burgers 8192; darcy 421 nodes, boundary included; "
-            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64)") in text
+            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
-    assert ("navier-stokes, kolmogorov, turbulence3d: last stored time (default: navier-stokes 50; kolmogorov 10; "
-            "turbulence3d 1)") in text
+    assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction: last stored time "
+                                    "(default: navier-stokes 50; kolmogorov 10; turbulence3d 1; diffusion-reaction 5)")
+    assert "--dt DT diffusion-reaction: the solver's largest time step (default: 0.0025)" in text
 
 
 @pytest.mark.parametrize("name", sorted(PDES))
@@ -94,7 +96,7 @@ def test_darcy_nu_names_the_flag_and_its_pde(capsys, tmp_path):
     ("kolmogorov", {"resolution": 16, "solve_resolution": 24},
      "--solve-resolution 24: expected a multiple of the stored resolution 16"),
     ("heat", {}, "pde 'heat': expected one of burgers, darcy, navier-stokes, kolmogorov, turbulence3d, shallow-water"),
-    ("burgers", {"dt": 0.1}, "dt: not a setting of opformer generate (expected one of resolution, viscosity"),
+    ("burgers", {"dx": 0.1}, "dx: not a setting of opformer generate (expected one of resolution, viscosity"),
 ])
 def test_bad_settings_are_config_errors_before_any_solve(tmp_path, name, flags, message):
     with pytest.raises(ConfigError) as info:

@@ -25,6 +25,7 @@ import numpy as np
 from opformer.errors import ConfigError
 from opformer.pde.burgers import generate_burgers
 from opformer.pde.darcy import generate_darcy
+from opformer.pde.diffusion_reaction import generate_diffusion_reaction
 from opformer.pde.kolmogorov import generate_kolmogorov
 from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
@@ -59,6 +60,7 @@ FLAGS = {
     "solve_resolution": Flag(int, "the solver's grid, a multiple of --resolution",
                              "a multiple of the stored resolution {resolution}",
                              lambda value, resolution: value % resolution == 0),
+    "dt": Flag(float, "the solver's largest time step", "a positive time step", lambda value, resolution: value > 0),
 }
 
 
@@ -145,6 +147,10 @@ PDES = {
     "shallow-water": PDE(
         generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
         periodic=False, chunk=16),
+    "diffusion-reaction": PDE(
+        generate_diffusion_reaction, TRAJECTORY,
+        "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
+        flags=("t_final", "dt"), periodic=False, chunk=16),
 }
 
 
