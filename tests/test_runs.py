@@ -1,5 +1,7 @@
 """The run directory: what is written, what is read back, and the errors for what is missing."""
 
+import json
+
 import pytest
 
 from opformer.config import config_from_dict
@@ -24,6 +26,9 @@ def test_config_metrics_and_summary_round_trip(tmp_path):
     assert load_run_config(tmp_path) == config
     assert (tmp_path / "metrics.csv").read_text().splitlines() == ["epoch,seconds", "1,2.0"]
     assert (tmp_path / "summary.json").read_text() == '{\n  "epochs": 1\n}\n'
+    write_summary(tmp_path, {"best_val_relative_l2": float("nan"), "seconds_per_step": float("inf")})
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"best_val_relative_l2": None,
+                                                                   "seconds_per_step": None}  # strict JSON
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "metrics.csv", "summary.json"]
 
 

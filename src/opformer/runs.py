@@ -24,6 +24,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -77,8 +78,9 @@ def write_metrics(run_dir: Path, history: list[dict[str, float]]) -> None:
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Store the run summary (atomically)."""
-    write_atomic(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    """Store the run summary (atomically) as strict JSON: a NaN or infinite number is written as null."""
+    finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in summary.items()}
+    write_atomic(run_dir / SUMMARY, json.dumps(finite, indent=2, allow_nan=False) + "\n")
 
 
 def _git_commit() -> str | None:
