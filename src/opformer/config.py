@@ -82,7 +82,8 @@ class TrainConfig:
     grad_clip: PositiveFloat | None = 1.0  # None: no clipping
     device: str = "auto"
     num_threads: PositiveInt | None = None
-    retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.train.allocator)
+    retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.runtime)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # training steps under autocast (opformer.runtime.autocast)
 
 
 @dataclass

@@ -12,6 +12,7 @@ the step's peak instead of falling between steps. :func:`release_freed_memory` h
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import re
 import sys
@@ -41,6 +42,23 @@ def resolve_device(name: str = "auto") -> torch.device:
         if index >= count:
             raise ConfigError(f"device {name!r}: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
     return torch.device(name)
+
+
+#: ``train.precision`` -> the autocast dtype of the training steps (None: full float32).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context of a training step at ``precision``: ``fp32`` changes nothing; ``bf16``/``fp16`` run the
+    matrix products in that type under ``torch.autocast`` (spectral layers keep their FFTs and mode products in
+    float32, and the losses reduce in float32, since the targets are float32)."""
+    dtype = PRECISIONS[precision]
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """Loss scaling for ``fp16`` (whose small gradients underflow); a no-op scaler otherwise."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters (malloc.h)

@@ -18,7 +18,7 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
                            write_metrics, write_run_config, write_summary)
-from opformer.runtime import release_freed_memory, retain_freed_memory
+from opformer.runtime import autocast, grad_scaler, release_freed_memory, retain_freed_memory
 from opformer.train.distributed import Context, check_batch, session
 from opformer.train.progress import Progress
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
@@ -66,6 +66,7 @@ class Trainer:
         self.surrogate.to(self.device)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
+        self.scaler = grad_scaler(config.train.precision, self.device)
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
                                          config.train.epochs * self.task.steps_per_epoch())
         self.history: list[dict[str, float]] = []
@@ -100,6 +101,8 @@ class Trainer:
         self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
         use_fused_update(self.optimizer)
         self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
+        if payload["training_state"].get("scaler"):  # fp16 runs only (a disabled scaler's state is empty)
+            self.scaler.load_state_dict(payload["training_state"]["scaler"])
         self.history = payload["history"]
         self.best_val = payload["best_val"]
         self.start_epoch = payload["epoch"] + 1
@@ -108,7 +111,7 @@ class Trainer:
         """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's."""
         current = config_to_dict(self.config)
         keys = [(section,) for section in ("optim", "schedule", "loss", "seed")]
-        keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip")]
+        keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip", "precision")]
         for key in keys:
             now, then = current, stored
             for part in key:
@@ -120,8 +123,8 @@ class Trainer:
     def _save(self, name: str, epoch: int, with_state: bool) -> None:
         if not self.context.is_main:
             return
-        state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
-                 if with_state else None)
+        state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                  "scaler": self.scaler.state_dict()} if with_state else None)
         save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
                         history=self.history, best_val=self.best_val, training_state=state)
 
@@ -135,7 +138,8 @@ class Trainer:
         total, count = 0.0, 0
         for step, batch in enumerate(self.task.batches(epoch, generator)):
             mine, part = self.context.shard(batch)
-            loss = self.task.loss(self.model, mine, epoch, generator, self.device, part)
+            with autocast(self.config.train.precision, self.device):
+                loss = self.task.loss(self.model, mine, epoch, generator, self.device, part)
             if world > 1:  # the mean over this part, weighted so that DDP's average over processes is the
                 loss = loss * (part.share * world)  # mean over the global batch
             value = self.context.sum(loss.item() / world)[0] if world > 1 else loss.item()
@@ -145,10 +149,12 @@ class Trainer:
                 raise TrainingDiverged(f"loss is {value} at epoch {epoch + 1}, step {step + 1}; training stopped "
                                        f"({kept}); try a lower optim.lr or train.grad_clip")
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # DDP has averaged the gradients over the processes when this returns
+            self.scaler.scale(loss).backward()  # DDP has averaged the gradients over the processes on return
             if self.config.train.grad_clip:
+                self.scaler.unscale_(self.optimizer)
                 torch.nn.utils.clip_grad_norm_(self.surrogate.parameters(), self.config.train.grad_clip)
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
             self.scheduler.step()
             total += value * batch[0].shape[0]
             count += batch[0].shape[0]
