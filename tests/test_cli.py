@@ -312,3 +312,31 @@ def test_non_square_2d_data_is_a_one_line_error(capsys, tmp_path, darcy_writer, 
     config.write_text(yaml.safe_dump(cfg))
     code, _, err = run_cli(capsys, "train", config, "--out", tmp_path / "run")
     one_line_error(code, err, "expected a square grid (batch, n, n, channels), got (1, 17, 13, 1)")
+
+
+def test_resume_with_more_epochs_extends_a_finished_run(capsys, tmp_path, toy_file, tiny_config):
+    import csv
+
+    def rows(run):
+        with open(run / "metrics.csv") as f:
+            return list(csv.DictReader(f))
+
+    for schedule in ({"name": "constant"}, {"name": "onecycle", "pct_start": 0.3, "div_factor": 10,
+                                            "final_div_factor": 10}):
+        config = tmp_path / f"{schedule['name']}.yaml"
+        config.write_text(yaml.safe_dump({**tiny_config(toy_file, epochs=2), "schedule": schedule}))
+        short, whole = tmp_path / f"short_{schedule['name']}", tmp_path / f"whole_{schedule['name']}"
+        assert run_cli(capsys, "train", config, "--out", short)[0] == 0
+        assert run_cli(capsys, "train", config, "--out", whole, "--set", "train.epochs=4")[0] == 0
+        code, out, _ = run_cli(capsys, "train", "--resume", short, "--set", "train.epochs=4")
+        assert code == 0 and "resumed at epoch 3 of 4" in out
+        extended, uninterrupted = rows(short), rows(whole)
+        assert [r["epoch"] for r in extended] == ["1", "2", "3", "4"]
+        # the added epochs follow the schedule of a 4-epoch run from where the run stood
+        assert [float(r["lr"]) for r in extended[2:]] == pytest.approx([float(r["lr"]) for r in uninterrupted[2:]])
+        if schedule["name"] == "constant":  # nothing depends on the planned length: the same run exactly
+            assert [r["val_relative_l2"] for r in extended] == [r["val_relative_l2"] for r in uninterrupted]
+    one_line_error(*run_cli(capsys, "train", "--resume", short, "--set", "train.epochs=3")[::2],
+                   "train.epochs: 3 would not extend")
+    one_line_error(*run_cli(capsys, "train", "--resume", short, "--set", "optim.lr=1")[::2],
+                   "--set only train.epochs=N to extend it")

@@ -66,7 +66,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from opformer.config import load_config
+    from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config
     from opformer.runs import load_run_config
     from opformer.runtime import resolve_device
     from opformer.train.trainer import train
@@ -74,8 +74,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
         config = load_run_config(run_dir)
-        if args.config or args.set:
-            raise ConfigError("--resume continues a run with its stored config; give no CONFIG or --set")
+        if args.config or any(not item.startswith("train.epochs=") for item in args.set):
+            raise ConfigError("--resume continues a run with its stored config; give no CONFIG, and --set only "
+                              "train.epochs=N to extend it")
+        if args.set:
+            config = config_from_dict(apply_overrides(config_to_dict(config), args.set))
     else:
         if not args.config or not args.out:
             raise ConfigError("train needs CONFIG and --out RUN (or --resume RUN)")

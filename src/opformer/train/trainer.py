@@ -96,23 +96,33 @@ class Trainer:
         payload = load_checkpoint(path)
         if payload["spec"] != self.surrogate.spec:
             raise CheckpointError(f"{path}: was written for another model or data set than {self.run_dir}/config.yaml")
-        self._check_same_recipe(path, payload["run_config"])
+        trained_for = payload["run_config"]["train"]["epochs"]
+        extending = self.config.train.epochs != trained_for
+        if extending and self.config.train.epochs <= payload["epoch"] + 1:
+            raise ConfigError(f"train.epochs: {self.config.train.epochs} would not extend {self.run_dir}, which "
+                              f"has trained {payload['epoch'] + 1} epochs")
+        self._check_same_recipe(path, payload["run_config"], skip=("train", "epochs") if extending else None)
         self.surrogate.load_state_dict(payload["state_dict"])
         self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
         use_fused_update(self.optimizer)
-        self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
+        if extending:  # the schedule of the longer run, at the step this run has reached
+            for _ in range((payload["epoch"] + 1) * self.task.steps_per_epoch()):
+                self.scheduler.step()
+        else:
+            self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
         if payload["training_state"].get("scaler"):  # fp16 runs only (a disabled scaler's state is empty)
             self.scaler.load_state_dict(payload["training_state"]["scaler"])
         self.history = payload["history"]
         self.best_val = payload["best_val"]
         self.start_epoch = payload["epoch"] + 1
 
-    def _check_same_recipe(self, path: Path, stored: dict[str, Any]) -> None:
-        """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's."""
+    def _check_same_recipe(self, path: Path, stored: dict[str, Any], skip: tuple[str, ...] | None = None) -> None:
+        """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's
+        (but ``skip``: the epochs of a run being extended)."""
         current = config_to_dict(self.config)
         keys = [(section,) for section in ("optim", "schedule", "loss", "seed")]
         keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip", "precision")]
-        for key in keys:
+        for key in (k for k in keys if k != skip):
             now, then = current, stored
             for part in key:
                 now, then = now.get(part), (then or {}).get(part)
