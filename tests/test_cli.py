@@ -227,6 +227,13 @@ def test_out_of_memory_is_one_line(capsys, trained_run, tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "train", lambda *a, **k: [0] * (2**62))  # Python's own MemoryError
     one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r")[::2], "out of memory")
 
+    def no_torch(name):
+        raise ImportError("libtorch_cpu.so: failed to map segment from shared object")  # as under ulimit -v
+
+    monkeypatch.setattr("opformer.cli.importlib.import_module", no_torch)
+    one_line_error(*run_cli(capsys, "train", config, "--out", tmp_path / "r")[::2],
+                   "cannot import torch (libtorch_cpu.so: failed to map segment from shared object)")
+
 
 def test_a_run_records_its_data_absolute_so_plot_works_from_anywhere(capsys, tmp_path, monkeypatch, toy_writer,
                                                                       tiny_config):

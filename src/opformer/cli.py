@@ -348,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_torch() -> None:
+    """Import torch; a failure (a broken install, or too little memory to map its libraries) is one line."""
+    try:
+        importlib.import_module("torch")
+    except ImportError as exc:
+        raise ConfigError(f"cannot import torch ({_first_line(exc)}); is it installed, and is there memory "
+                          "to load it?") from None
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
 
@@ -398,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)  # imports numpy and scipy (the PDE registry)
         command = args.command
         if command != "generate":
-            importlib.import_module("torch")  # while signals are only recorded (see _Interrupts)
+            _import_torch()  # while signals are only recorded (see _Interrupts)
         interrupts.arm()
         code = args.func(args)
     except OpformerError as exc:
