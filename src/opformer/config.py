@@ -84,6 +84,7 @@ class TrainConfig:
     num_threads: PositiveInt | None = None
     retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.runtime)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # training steps under autocast (opformer.runtime.autocast)
+    compile: bool = False  # the training forward under torch.compile (validation stays eager)
 
 
 @dataclass

@@ -25,6 +25,10 @@ from opformer.train.optim import build_optimizer, build_scheduler, use_fused_upd
 from opformer.train.tasks import Task, make_task
 
 
+#: the ``torch.compile`` backend of ``train.compile`` (the tests use "eager", which builds no C++)
+COMPILE_BACKEND = "inductor"
+
+
 class Trainer:
     """Trains the surrogate described by a :class:`RunConfig` into a run directory.
 
@@ -65,6 +69,8 @@ class Trainer:
         self.surrogate.target_normalizer.fit(targets)
         self.surrogate.to(self.device)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
+        if config.train.compile:  # the surrogate (saved, validated) stays uncompiled: no _orig_mod. in state dicts
+            self.model = torch.compile(self.model, backend=COMPILE_BACKEND)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         self.scaler = grad_scaler(config.train.precision, self.device)
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
