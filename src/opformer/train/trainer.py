@@ -7,6 +7,7 @@ import dataclasses
 import math
 import os
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,10 @@ class Trainer:
         self.optimizer.load_state_dict(payload["training_state"]["optimizer"])
         use_fused_update(self.optimizer)
         if extending:  # the schedule of the longer run, at the step this run has reached
-            for _ in range((payload["epoch"] + 1) * self.task.steps_per_epoch()):
-                self.scheduler.step()
+            with warnings.catch_warnings():  # stepping the schedule alone is the point here, not a mistake
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+                for _ in range((payload["epoch"] + 1) * self.task.steps_per_epoch()):
+                    self.scheduler.step()
         else:
             self.scheduler.load_state_dict(payload["training_state"]["scheduler"])
         if payload["training_state"].get("scaler"):  # fp16 runs only (a disabled scaler's state is empty)
