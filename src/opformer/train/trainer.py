@@ -114,7 +114,7 @@ class Trainer:
         use_fused_update(self.optimizer)
         if extending:  # the schedule of the longer run, at the step this run has reached
             with warnings.catch_warnings():  # stepping the schedule alone is the point here, not a mistake
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
                 for _ in range((payload["epoch"] + 1) * self.task.steps_per_epoch()):
                     self.scheduler.step()
         else:
