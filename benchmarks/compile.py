@@ -22,7 +22,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="opform
 
 import torch  # noqa: E402
 
-from harness import argument_parser, describe_machine, table_head, write_results  # noqa: E402
+from harness import argument_parser, describe_load, describe_machine, table_head, write_results  # noqa: E402
 from opformer.bench.cell import input_shape, make_step  # noqa: E402
 from opformer.bench.peers import Peer  # noqa: E402
 from opformer.models.registry import build_model, preset  # noqa: E402
@@ -66,16 +66,11 @@ def measure(name: str, compiled: bool, warmup: int, repeats: int) -> dict[str, A
     return row
 
 
-def _load(values: list[float]) -> str:
-    return " / ".join(f"{v:.2f}" for v in values)
-
-
 def markdown(result: dict[str, Any]) -> str:
     """The results table."""
     lines = ["# Compiled (torch.compile, inductor) versus eager training steps on this CPU", "",
              f"{describe_machine(result['machine'])}; command `{result['command']}`; {result['threads']} threads; "
-             f"load average (1/5/15 min) before {_load(result['loadavg_before'])}, after "
-             f"{_load(result['loadavg_after'])}.", "",
+             f"{describe_load(result)}.", "",
              f"Training step of `opformer bench` (forward, MSE, backward, Adam) on a fixed input; median of "
              f"{result['repeats']} steps after {result['warmup']} warm-up steps; the first compiled step (the "
              "cold compilation) timed alone.", "",

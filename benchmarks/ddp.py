@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, argument_parser, describe_machine, table_head, write_results
+from harness import ROOT, argument_parser, describe_load, describe_machine, table_head, write_results
 
 #: name -> (config, PDE, resolution of the generated set)
 JOBS = {"gt_burgers_512": ("configs/burgers/gt.yaml", "burgers", 512),
@@ -57,16 +57,11 @@ def train(config: str, data: Path, resolution: int, processes: int, samples: int
             "loadavg_before": list(load), "loadavg_after": list(os.getloadavg())}
 
 
-def _load(values: list[float]) -> str:
-    return " / ".join(f"{v:.2f}" for v in values)
-
-
 def markdown(result: dict[str, Any]) -> str:
     """The results table."""
     lines = ["# Data-parallel training (torchrun DDP, gloo) on this CPU", "",
              f"{describe_machine(result['machine'])}; command `{result['command']}`; "
-             f"load average (1/5/15 min) before {_load(result['loadavg_before'])}, after "
-             f"{_load(result['loadavg_after'])}.", "",
+             f"{describe_load(result)}.", "",
              f"Global batch {BATCH}, 1 thread per process; samples/s of the training steps after a warm-up epoch. "
              "Scaling efficiency = (rate with N processes / rate with 1) / N.", "",
              *table_head("model", "processes", "steps timed", "samples/s", "speed-up", "efficiency",

@@ -162,6 +162,13 @@ def describe_machine(info: dict[str, Any] | str) -> str:
     return ", ".join(words)
 
 
+def describe_load(result: dict[str, Any]) -> str:
+    """The load averages a result's :func:`metadata` recorded: "load average (1/5/15 min) before a / b / c,
+    after d / e / f"."""
+    before, after = (" / ".join(f"{v:.2f}" for v in result[key]) for key in ("loadavg_before", "loadavg_after"))
+    return f"load average (1/5/15 min) before {before}, after {after}"
+
+
 def command() -> str:
     """The command line of the running script, as a results file records it."""
     return f"python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
