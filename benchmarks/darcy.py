@@ -121,7 +121,7 @@ def parse_grid(text: str) -> tuple[int, int]:
     except ValueError:
         raise SystemExit(f"--inverse-grid: expected NF,NC (two integers), got {text!r}") from None
     try:
-        stride_for(421, fine, periodic=False, what="--inverse-grid")
+        stride_for(421, fine, "nodes", what="--inverse-grid")
     except DataError as error:
         raise SystemExit(str(error)) from None
     if not 1 < coarse < fine:

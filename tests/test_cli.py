@@ -180,7 +180,7 @@ def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
 
     info = read_info(out)
     assert info.pde["name"] == "burgers" and info.pde["viscosity"] == 0.02 and info.seed == 5
-    assert info.spatial_shape == (256,) and info.domain == {"lengths": [1.0], "periodic": [True]}
+    assert info.spatial_shape == (256,) and info.domain == {"lengths": [1.0], "periodic": [True], "grid": ["periodic"]}
     assert info.solver["name"].startswith("pseudo-spectral")
     assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
     one_line_error(*run_cli(capsys, "generate", "burgers", "--samples", 0, "--out", tmp_path / "c.h5")[::2],
@@ -265,14 +265,14 @@ def test_generate_darcy_writes_a_self_describing_file(capsys, tmp_path):
     info = read_info(out)
     assert info.spatial_shape == (13, 13) and info.n_samples == 3 and info.seed == 4
     assert info.input_channels == ["a"] and info.target_channels == ["u"]
-    assert info.domain == {"lengths": [1.0, 1.0], "periodic": [False, False]}
+    assert info.domain == {"lengths": [1.0, 1.0], "periodic": [False, False], "grid": ["nodes", "nodes"]}
     assert info.pde["name"] == "darcy" and info.pde["coefficient"]["tau"] == 3.0
     assert "harmonic" in info.solver["face_coefficient"] and info.solver["tolerance"] == 1e-10
     a, u = read_arrays(out, slice(0, 3))
     assert a.shape == u.shape == (3, 13, 13, 1)
     assert set(np.unique(a).tolist()) == {3.0, 12.0}
     assert np.all(u[:, 0] == 0) and np.all(u[:, :, -1] == 0) and u[:, 1:-1, 1:-1].min() > 0
-    assert stride_for(13, 7, periodic=False) == 2  # closed grid: (13 - 1) / 2 + 1 nodes
+    assert stride_for(13, 7, "nodes") == 2  # closed grid: (13 - 1) / 2 + 1 nodes
 
 
 @pytest.mark.parametrize("argv, needle", [

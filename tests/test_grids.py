@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from opformer.errors import DataError
-from opformer.grids import block_average, central_difference, stride_for
+from opformer.grids import (
+    axis_kinds, axis_points, block_average, central_difference, kind_of, restrict, spacing, stride_for,
+)
 
 
 @pytest.mark.parametrize("stored, wanted, periodic, stride", [
@@ -63,3 +65,27 @@ def test_block_average_keeps_constants_and_linear_functions_at_interior_nodes():
     torch.testing.assert_close(block_average(torch.ones(2, 13, 13, 3), 7), torch.ones(2, 7, 7, 3))
     with pytest.raises(DataError, match="6 points per axis is not a strided sub-grid of 13"):
         block_average(linear, 6)
+
+
+def test_cell_grids_merge_cells_and_keep_their_averages():
+    # 12 cells -> 4: stride 3, each coarse value the mean of its three cells; the cell average of a linear
+    # field is its value at the centre, so the coarse cells hold the field at the coarse centres
+    assert stride_for(12, 4, "cells") == 3
+    with pytest.raises(DataError, match="valid: 12, 6, 4, 3"):
+        stride_for(12, 5, "cells")
+    x = axis_points(12, 2.0, "cells")
+    torch.testing.assert_close(x, (torch.arange(12, dtype=torch.float64) + 0.5) * 2.0 / 12)
+    u = (3 * x - 1)[None, :, None, None].expand(2, 12, 12, 1)
+    coarse = restrict(u, 1, 3, ["cells", "nodes"])
+    assert coarse.shape == (2, 4, 4, 1)
+    torch.testing.assert_close(coarse[0, :, 0, 0], 3 * axis_points(4, 2.0, "cells") - 1)
+    v = torch.arange(12.0)[None, None, :, None].expand(1, 12, 12, 1)  # varies along the node axis only
+    assert restrict(v, 1, 3, ["cells", "nodes"])[0, 0, :, 0].tolist() == [0.0, 3.0, 6.0, 9.0]  # sub-sampled
+
+
+def test_axis_kinds_read_old_and_new_domains():
+    assert axis_kinds({"lengths": [1, 1], "periodic": [True, False]}) == ("periodic", "nodes")
+    assert axis_kinds({"lengths": [1], "periodic": [False], "grid": ["cells"]}) == ("cells",)
+    assert spacing(11, 1.0, "nodes") == 0.1 and spacing(10, 1.0, "cells") == 0.1 == spacing(10, 1.0, True)
+    with pytest.raises(ValueError, match="grid kind 'edges'"):
+        kind_of("edges")

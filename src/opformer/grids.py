@@ -13,15 +13,52 @@ from torch import Tensor
 from opformer.errors import DataError
 
 
-def stride_for(stored: int, wanted: int, periodic: bool, what: str = "data") -> int:
-    """The stride that sub-samples a grid of ``stored`` points to ``wanted`` points.
+#: Per-axis grid kinds. ``periodic``: ``n`` points at the left ends of ``n`` equal cells (``x_i = L i / n``);
+#: ``nodes``: a closed axis holding both ends (``x_i = L i / (n - 1)``); ``cells``: the centres of ``n`` equal
+#: cells of a closed axis (``x_i = L (i + 1/2) / n``, finite-volume data such as PDEBench's).
+PERIODIC, NODES, CELLS = "periodic", "nodes", "cells"
+GRID_KINDS = (PERIODIC, NODES, CELLS)
+#: A grid kind, or a bool as older code and files say it (True: periodic, False: nodes).
+Kind = str | bool
 
-    Periodic grids hold the left end of each cell (``n`` points, stride ``stored / wanted``); closed grids hold
-    both ends (``n = (stored - 1) / s + 1``, as Darcy's 421 -> 211, 141, 85, 61, 43).
+
+def kind_of(kind: Kind) -> str:
+    """The grid kind ``kind`` names (a bool: True is periodic, False is nodes); ``ValueError`` for anything else."""
+    if isinstance(kind, bool):
+        return PERIODIC if kind else NODES
+    if kind not in GRID_KINDS:
+        raise ValueError(f"grid kind {kind!r}: expected one of {', '.join(GRID_KINDS)}")
+    return kind
+
+
+def axis_kinds(domain: dict) -> tuple[str, ...]:
+    """The grid kind of each axis of a stored domain: its ``grid`` list, else from ``periodic`` (files written
+    before cell-centred grids existed: periodic or nodes)."""
+    return tuple(kind_of(k) for k in domain.get("grid", domain["periodic"]))
+
+
+def axis_points(n: int, length: float, kind: Kind, *, device: torch.device | str | None = None) -> Tensor:
+    """The ``n`` coordinates (float64) of an axis of ``length`` of the given kind (see ``GRID_KINDS``).
+
+    ``(i * length) / m`` is correctly rounded, so a strided sub-grid of periodic or node points is exactly
+    the coarse grid's points."""
+    kind = kind_of(kind)
+    i = torch.arange(n, device=device, dtype=torch.float64)
+    if kind == CELLS:
+        return (2 * i + 1) * length / (2 * n)
+    return i * length / (n if kind == PERIODIC else max(n - 1, 1))
+
+
+def stride_for(stored: int, wanted: int, kind: Kind, what: str = "data") -> int:
+    """The stride that takes a grid of ``stored`` points to ``wanted`` points of the same domain.
+
+    Periodic grids hold the left end of each cell (``n`` points, stride ``stored / wanted``); node grids hold
+    both ends (``n = (stored - 1) / s + 1``, as Darcy's 421 -> 211, 141, 85, 61, 43); cell grids merge ``s``
+    cells into one (``stored / wanted``, see :func:`restrict`).
     """
     if wanted == stored:
         return 1
-    if periodic:
+    if kind_of(kind) != NODES:
         ok = 0 < wanted < stored and stored % wanted == 0
         stride = stored // wanted if ok else 0
         valid = [stored // s for s in range(1, stored + 1) if stored % s == 0]
@@ -36,18 +73,38 @@ def stride_for(stored: int, wanted: int, periodic: bool, what: str = "data") -> 
     return stride
 
 
-def central_difference(u: torch.Tensor, lengths: Sequence[float], periodic: Sequence[bool]) -> torch.Tensor:
+def restrict(x: Tensor, first_axis: int, stride: int, kinds: Sequence[Kind]) -> Tensor:
+    """``x`` on the coarser grid of ``stride`` (spatial axes ``first_axis ..`` of the given kinds): every
+    ``stride``-th point of periodic and node axes, the mean of each ``stride`` consecutive cells of cell axes
+    (the coarse cell's average, so finite-volume data stay cell averages)."""
+    if stride == 1:
+        return x
+    for axis, kind in enumerate(kinds, start=first_axis):
+        if kind_of(kind) == CELLS:
+            shape = x.shape
+            x = x.reshape(*shape[:axis], shape[axis] // stride, stride, *shape[axis + 1:]).mean(dim=axis + 1)
+        else:
+            x = x[(slice(None),) * axis + (slice(None, None, stride),)]
+    return x
+
+
+def spacing(n: int, length: float, kind: Kind) -> float:
+    """The distance between neighbouring points of an axis of ``n`` points of the given kind."""
+    return length / (n - 1) if kind_of(kind) == NODES else length / n
+
+
+def central_difference(u: torch.Tensor, lengths: Sequence[float], periodic: Sequence[Kind]) -> torch.Tensor:
     """Second-order central differences of ``u`` ``(batch, *spatial, channels)`` along each spatial axis.
 
     Returns ``(batch, *spatial, channels * ndim)`` (axis-major: all channels of d/dx_1, then d/dx_2, ...).
-    Periodic axes wrap around; closed axes (points at both ends) use second-order one-sided differences at
-    the two ends.
+    ``periodic``: each axis's grid kind (or bool). Periodic axes wrap around; closed axes (nodes or cells)
+    use second-order one-sided differences at the two ends.
     """
     grads = []
-    for axis, (length, wrap) in enumerate(zip(lengths, periodic)):
+    for axis, (length, kind) in enumerate(zip(lengths, periodic)):
         dim = axis + 1
         n = u.shape[dim]
-        h = length / n if wrap else length / (n - 1)
+        h, wrap = spacing(n, length, kind), kind_of(kind) == PERIODIC
         if wrap:
             grads.append((u.roll(-1, dim) - u.roll(1, dim)) / (2 * h))
             continue

@@ -86,3 +86,12 @@ def test_inverse_split_swaps_input_and_target_and_block_averages_the_target(darc
     torch.testing.assert_close(inverse.targets[3, 2, 2, 0], stored.inputs[3, 6:11, 6:11, 0].mean())
     with pytest.raises(DataError, match="direction 'sideways'"):
         load_split(darcy_file, "train", direction="sideways", **sizes)
+
+
+def test_pointwise_statistics_on_cell_grids_are_interpolated_between_cell_centres():
+    # 4 cells of (0, 1): centres 1/8, 3/8, 5/8, 7/8; statistics linear in x. The 2 coarse cells' centres 1/4,
+    # 3/4 lie half-way between fine centres; the 8 fine cells' outer centres lie beyond the outer stored ones
+    cells = UnitGaussianNormalizer("pointwise", (4,), 1, ("cells",))
+    cells.mean.copy_(torch.tensor([[1.0], [3.0], [5.0], [7.0]]))  # 8 x
+    assert cells.decode(torch.zeros(1, 2, 1))[0, :, 0].tolist() == [2.0, 6.0]
+    assert cells.decode(torch.zeros(1, 8, 1))[0, :, 0].tolist() == [1.0, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.0]

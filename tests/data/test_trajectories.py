@@ -47,3 +47,17 @@ def test_windows_longer_than_the_trajectory_and_bad_files_are_errors(heat_file, 
         del f["times"]
     with pytest.raises(DataError, match="missing dataset '/times'"):
         read_info(heat_file)
+
+
+def test_cell_centred_trajectories_are_coarsened_by_cell_averages(tmp_path):
+    fields = np.random.default_rng(0).normal(size=(4, 3, 8, 8, 2)).astype(np.float32)
+    path = write_trajectory_dataset(tmp_path / "fv.h5", fields, np.arange(3.0), pde={}, solver={},
+                                    domain={"lengths": [1.0, 1.0], "periodic": [False, False],
+                                            "grid": ["cells", "cells"]}, seed=0, channels=["h", "q"])
+    split = load_trajectories(path, "all", resolution=4, n_train=2, n_val=1, n_test=1)
+    expected = fields.reshape(4, 3, 4, 2, 4, 2, 2).mean(axis=(3, 5))
+    np.testing.assert_allclose(split.fields.numpy(), expected, rtol=1e-6, atol=1e-7)
+    with pytest.raises(DataError, match=r"domain\['grid'\] entry 'cells': expected one of periodic, nodes, cells"):
+        write_trajectory_dataset(tmp_path / "bad.h5", fields, np.arange(3.0), pde={}, solver={}, seed=0,
+                                 domain={"lengths": [1.0, 1.0], "periodic": [True, False],
+                                         "grid": ["cells", "cells"]}, channels=["h", "q"])

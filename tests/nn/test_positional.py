@@ -32,3 +32,9 @@ def test_mixed_axes_and_append():
     y = append_coordinates(x, pos)
     assert y.shape == (2, 4, 3, 2, 8) and y.dtype == torch.float64
     assert torch.equal(y[1, ..., 5:], pos.double())
+
+
+def test_cell_axes_hold_the_cell_centres():
+    pos = grid_coordinates((4, 3), lengths=(2.0, 1.0), periodic=("cells", "periodic"), dtype=torch.float64)
+    torch.testing.assert_close(pos[:, 0, 0], torch.tensor([0.25, 0.75, 1.25, 1.75], dtype=torch.float64))
+    torch.testing.assert_close(pos[0, :, 1], torch.tensor([0.0, 1 / 3, 2 / 3], dtype=torch.float64))

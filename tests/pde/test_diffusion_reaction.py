@@ -99,7 +99,7 @@ def test_generate_writes_a_self_describing_resumable_file(capsys, tmp_path):
                  "--seed", "3", "--out", str(out)]) == 0
     info = read_info(out)
     assert info.kind == "trajectory" and info.input_channels == ["u", "v"] and info.seed == 3
-    assert info.domain == {"lengths": [2.0, 2.0], "periodic": [False, False]}
+    assert info.domain == {"lengths": [2.0, 2.0], "periodic": [False, False], "grid": ["cells", "cells"]}
     assert info.pde["grid"].startswith("cell-centred") and info.pde["origin"] == [-1.0, -1.0]
     assert (info.pde["du"], info.pde["dv"], info.pde["k"]) == (1e-3, 5e-3, 5e-3)
     np.testing.assert_allclose(info.times, np.arange(11) * 0.05)

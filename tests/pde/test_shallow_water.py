@@ -118,7 +118,7 @@ def test_opformer_generate_shallow_water_writes_a_self_describing_resumable_file
     fields = read_fields(path, slice(None))
     assert info.kind == "trajectory" and info.input_channels == ["h"] and fields.shape == (2, 101, 16, 16, 1)
     assert info.times[0] == 0.0 and info.times[-1] == pytest.approx(1.0) and len(info.times) == 101
-    assert info.domain == {"lengths": [5.0, 5.0], "periodic": [False, False]}
+    assert info.domain == {"lengths": [5.0, 5.0], "periodic": [False, False], "grid": ["cells", "cells"]}
     assert info.pde["grid"].startswith("cell-centred") and info.pde["bounds"] == [-2.5, 2.5]
     assert np.array_equal(fields, generate_shallow_water(2, resolution=16)[0])
 

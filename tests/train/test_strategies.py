@@ -5,7 +5,9 @@ import torch
 from opformer.config import RolloutConfig, config_from_dict
 from opformer.errors import ConfigError
 from opformer.eval.metrics import relative_l2_per_sample
-from opformer.train.strategies import add_relative_noise, curriculum_steps, pushforward_calls, strategy_loss, window_loss
+from opformer.train.strategies import (
+    add_relative_noise, curriculum_steps, pushforward_calls, rms_fraction_of_norm_scale, strategy_loss, window_loss,
+)
 
 
 def frames(*values):
@@ -70,3 +72,13 @@ def test_pushforward_draws_its_calls_per_batch_teacher_forcing_included():
     config = RolloutConfig(strategy="pushforward", unroll_steps=2)
     losses = {round(window_loss(step, context, future, config, 0, generator).item(), 6) for _ in range(40)}
     assert losses == {round(0.1, 6), round(abs(0.81 - 0.5) / 0.5, 6)}
+
+
+def test_dpot_norm_scale_converts_to_the_rms_fraction_it_adds():
+    # DPOT: x + s ||x||_2 N(0, 1), the norm over X Y T points of one sample and channel
+    x = torch.randn(1, 128, 128, 10, 1, dtype=torch.float64)
+    s = 5e-4
+    dpot_noise = s * x.norm() * torch.randn(x.shape, generator=torch.Generator().manual_seed(1), dtype=x.dtype)
+    fraction = rms_fraction_of_norm_scale(s, 128 * 128 * 10)
+    assert fraction == pytest.approx(0.2024, abs=1e-4)
+    assert (dpot_noise.std() / x.pow(2).mean().sqrt()).item() == pytest.approx(fraction, rel=0.01)

@@ -12,6 +12,7 @@ import numpy as np
 from opformer.data.parts import SampleParts
 from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError
+from opformer.grids import PERIODIC
 from opformer.pde.registry import OPERATOR, PDE, lookup
 
 
@@ -57,6 +58,6 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
 
 
 def _domain(entry: PDE, meta: dict[str, Any], ndim: int) -> dict[str, list]:
-    """The stored domain: ``ndim`` axes of the length in the settings (default 1), periodic as the entry says."""
+    """The stored domain: ``ndim`` axes of the length in the settings (default 1), of the entry's grid kind."""
     length = float(meta["pde"].get("length", 1.0))
-    return {"lengths": [length] * ndim, "periodic": [entry.periodic] * ndim}
+    return {"lengths": [length] * ndim, "periodic": [entry.grid == PERIODIC] * ndim, "grid": [entry.grid] * ndim}

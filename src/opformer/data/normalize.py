@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from opformer.errors import DataError
+from opformer.grids import CELLS, NODES, PERIODIC, Kind, kind_of
 
 
 class UnitGaussianNormalizer(nn.Module):
@@ -13,19 +14,20 @@ class UnitGaussianNormalizer(nn.Module):
 
     ``mode="pointwise"`` keeps one mean/std per grid point and channel, fitted on the stored grid; on any
     other grid of the same domain the statistics are interpolated linearly along each axis (periodic axes
-    wrap around, closed axes hold both ends), which on a strided sub-grid is exactly the strided statistics:
-    a model trained on one grid is evaluated zero-shot on a coarser or finer one.
+    wrap around, node axes hold both ends, cell axes their cells' centres), which on a strided sub-grid of
+    points is exactly the strided statistics: a model trained on one grid is evaluated zero-shot on a coarser
+    or finer one. ``periodic``: each axis's grid kind (:data:`opformer.grids.GRID_KINDS`, or a bool).
     ``mode="channel"`` keeps one mean/std per channel (any grid). ``mode="none"`` is the identity.
     """
 
-    def __init__(self, mode: str, spatial_shape: tuple[int, ...], channels: int, periodic: tuple[bool, ...],
+    def __init__(self, mode: str, spatial_shape: tuple[int, ...], channels: int, periodic: tuple[Kind, ...],
                  eps: float = 1e-5) -> None:
         super().__init__()
         if mode not in ("none", "pointwise", "channel"):
             raise DataError(f"normaliser mode {mode!r}: expected none, pointwise or channel")
         self.mode = mode
         self.eps = eps
-        self.periodic = tuple(periodic)
+        self.periodic = tuple(kind_of(kind) for kind in periodic)
         shape = (*spatial_shape, channels) if mode == "pointwise" else (channels,)
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("std", torch.ones(shape))
@@ -46,8 +48,8 @@ class UnitGaussianNormalizer(nn.Module):
         if len(spatial) != len(self.periodic):
             raise DataError(f"normaliser: fitted on {len(self.periodic)}D data, got {len(spatial)}D")
         mean, std = self.mean, self.std
-        for axis, (m, periodic) in enumerate(zip(spatial, self.periodic)):
-            mean, std = (resample_axis(s, axis, m, periodic) for s in (mean, std))
+        for axis, (m, kind) in enumerate(zip(spatial, self.periodic)):
+            mean, std = (resample_axis(s, axis, m, kind) for s in (mean, std))
         return mean, std
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,23 +67,28 @@ class UnitGaussianNormalizer(nn.Module):
         return x * (std + self.eps) + mean
 
 
-def resample_axis(values: torch.Tensor, axis: int, size: int, periodic: bool) -> torch.Tensor:
+def resample_axis(values: torch.Tensor, axis: int, size: int, kind: Kind) -> torch.Tensor:
     """Linear interpolation of grid values along ``axis`` to ``size`` points of the same domain.
 
     Periodic axes hold the left ends of ``n`` equal cells (point ``j`` of ``m`` at ``j n / m`` stored points,
-    wrapping around); closed axes hold both ends (point ``j`` at ``j (n - 1) / (m - 1)``). Positions are found
-    in integer arithmetic, so a strided sub-grid gets the stored values exactly.
+    wrapping around); node axes hold both ends (point ``j`` at ``j (n - 1) / (m - 1)``); cell axes the centres
+    of ``n`` cells (point ``j`` at ``((2 j + 1) n / m - 1) / 2``, held constant beyond the outer centres).
+    Positions are found in integer arithmetic, so a strided sub-grid of points gets the stored values exactly.
     """
+    kind = kind_of(kind)
     n = values.shape[axis]
     if size == n:
         return values
-    if size < (1 if periodic else 2):
+    if size < (2 if kind == NODES else 1):
         raise DataError(f"normaliser: cannot resample {n} points to {size}")
     j = torch.arange(size, device=values.device)
-    numerator, denominator = (j * n, size) if periodic else (j * (n - 1), size - 1)
+    if kind == CELLS:
+        numerator, denominator = ((2 * j + 1) * n - size).clamp(0, 2 * (n - 1) * size), 2 * size
+    else:
+        numerator, denominator = (j * n, size) if kind == PERIODIC else (j * (n - 1), size - 1)
     left = numerator // denominator
     weight = (numerator % denominator).to(values.dtype) / denominator
-    right = (left + 1) % n if periodic else (left + 1).clamp(max=n - 1)
+    right = (left + 1) % n if kind == PERIODIC else (left + 1).clamp(max=n - 1)
     shape = [1] * values.dim()
     shape[axis] = size
     weight = weight.reshape(shape)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from opformer.grids import block_average, central_difference, stride_for
+from opformer.grids import NODES, axis_kinds, block_average, central_difference, restrict, stride_for
 from opformer.data.store import DatasetInfo, read_arrays, read_info
 from opformer.errors import DataError
 
@@ -77,9 +77,9 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
     if direction not in ("forward", "inverse"):
         raise DataError(f"direction {direction!r}: expected forward or inverse")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
-    periodic = tuple(bool(p) for p in info.domain["periodic"])
+    kinds = axis_kinds(info.domain)
     lengths = tuple(float(v) for v in info.domain["lengths"])
-    strides = [stride_for(n, resolution or n, p, str(info.path)) for n, p in zip(info.spatial_shape, periodic)]
+    strides = [stride_for(n, resolution or n, k, str(info.path)) for n, k in zip(info.spatial_shape, kinds)]
     if len(set(strides)) != 1:
         raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of "
                         f"{info.spatial_shape}")
@@ -88,21 +88,22 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
     if direction == "inverse":
         x, y = y, x
         channels.reverse()
-    index = (slice(None),) + tuple(slice(None, None, s) for s in strides)
+    stride = strides[0]
     targets = torch.from_numpy(np.ascontiguousarray(y))
     if target_resolution is not None:
-        if any(periodic) or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
-            raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid without periodic axes")
-        stride_for(info.spatial_shape[0], target_resolution, False, f"{info.path}: data.target_resolution")
+        if set(kinds) != {NODES} or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
+            raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid of nodes (a closed grid "
+                            "holding both ends)")
+        stride_for(info.spatial_shape[0], target_resolution, NODES, f"{info.path}: data.target_resolution")
         targets = block_average(targets, target_resolution)
-        grad = central_difference(targets, lengths, periodic)
+        grad = central_difference(targets, lengths, kinds)
     else:
         # on the stored grid, then sub-sampled; a few samples at a time, so no fine-grid gradient of the
         # whole split is held at once
-        grad = torch.cat([central_difference(chunk, lengths, periodic)[index]
+        grad = torch.cat([restrict(central_difference(chunk, lengths, kinds), 1, stride, kinds)
                           for chunk in targets.split(GRADIENT_CHUNK)])
-        targets = targets[index]
-    inputs = torch.from_numpy(np.ascontiguousarray(x))[index].contiguous()
+        targets = restrict(targets, 1, stride, kinds)
+    inputs = restrict(torch.from_numpy(np.ascontiguousarray(x)), 1, stride, kinds).contiguous()
     return OperatorSplit(
         inputs=inputs,
         targets=targets.contiguous(),

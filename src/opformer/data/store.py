@@ -30,6 +30,7 @@ import numpy as np
 
 from opformer import __version__
 from opformer.errors import DataError
+from opformer.grids import GRID_KINDS, PERIODIC
 from opformer.io import atomic_replace
 
 FORMAT_NAME = "opformer"
@@ -117,9 +118,14 @@ def verify_checksum(path: Path) -> None:
 
 
 def _check_domain(path: Path, domain: dict[str, Any], ndim: int) -> None:
-    for key in ("lengths", "periodic"):
-        if len(domain.get(key, ())) != ndim:
-            raise DataError(f"{path}: domain['{key}'] must have {ndim} entries")
+    for key in ("lengths", "periodic") + (("grid",) if "grid" in domain else ()):
+        if not isinstance(domain.get(key), list) or len(domain[key]) != ndim:
+            raise DataError(f"{path}: domain['{key}'] must be a list of {ndim} entries (one per axis)")
+    if "grid" in domain:
+        for kind, periodic in zip(domain["grid"], domain["periodic"]):
+            if kind not in GRID_KINDS or (kind == PERIODIC) != bool(periodic):
+                raise DataError(f"{path}: domain['grid'] entry {kind!r}: expected one of {', '.join(GRID_KINDS)}, "
+                                "periodic exactly where domain['periodic'] says so")
 
 
 def write_operator_dataset(
@@ -139,7 +145,8 @@ def write_operator_dataset(
 
     ``inputs``/``targets`` are channel-last ``(sample, *spatial, channels)``; ``targets=None`` writes a
     file of inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}``
-    with one entry per spatial axis.
+    with one entry per spatial axis, and optionally ``"grid"``: each axis's kind (:data:`opformer.grids.GRID_KINDS`;
+    without it periodic axes are periodic and the others nodes).
     """
     path = Path(path)
     if targets is not None and inputs.shape[:-1] != targets.shape[:-1]:
@@ -255,8 +262,9 @@ def read_info(path: str | os.PathLike) -> DatasetInfo:
             n_samples, spatial, fields = reader(path, f, attrs)
             domain = attrs["domain"]
             ndim = len(spatial)
-            if not isinstance(domain, dict) or any(len(domain.get(k, ())) != ndim for k in ("lengths", "periodic")):
+            if not isinstance(domain, dict):
                 raise DataError(f"{path}: attribute 'domain' needs 'lengths' and 'periodic' with {ndim} entries each")
+            _check_domain(path, domain, ndim)
             known = set(required)
             return DatasetInfo(
                 path=path,

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from opformer.data.pairs import split_range
-from opformer.grids import stride_for
+from opformer.grids import axis_kinds, restrict, stride_for
 from opformer.data.store import DatasetInfo, read_fields, read_info
 from opformer.errors import DataError
 
@@ -83,12 +83,12 @@ def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_va
     if info.kind != "trajectory":
         raise DataError(f"{info.path}: is an {info.kind} data set; rollout training needs a trajectory data set")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
-    periodic = tuple(bool(p) for p in info.domain["periodic"])
-    strides = {stride_for(n, resolution or n, p, str(info.path)) for n, p in zip(info.spatial_shape, periodic)}
+    kinds = axis_kinds(info.domain)
+    strides = {stride_for(n, resolution or n, k, str(info.path)) for n, k in zip(info.spatial_shape, kinds)}
     if len(strides) != 1:
         raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of {info.spatial_shape}")
     (stride,) = strides
-    index = (slice(None), slice(None, None, time_stride)) + (slice(None, None, stride),) * info.ndim
-    fields = torch.from_numpy(np.ascontiguousarray(read_fields(info.path, samples)))[index].contiguous()
+    fields = torch.from_numpy(np.ascontiguousarray(read_fields(info.path, samples)))[:, ::time_stride]
+    fields = restrict(fields, 2, stride, kinds).contiguous()
     times = torch.tensor(info.times, dtype=torch.float64)[::time_stride]
     return TrajectorySplit(fields=fields, times=times, info=info, resolution=tuple(fields.shape[2:-1]))

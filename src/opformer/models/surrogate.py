@@ -33,7 +33,7 @@ class Surrogate(nn.Module):
         self.spec = spec
         self.model = build_model(spec["model"])
         data = spec["data"]
-        periodic = tuple(data["periodic"])
+        periodic = tuple(data.get("grid", data["periodic"]))  # grid kinds (bools in older specs)
         shape = tuple(data["stored_shape"])
         self.input_normalizer = UnitGaussianNormalizer(spec["normalize_input"], shape, len(data["input_channels"]),
                                                        periodic)

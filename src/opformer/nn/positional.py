@@ -7,10 +7,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from opformer.grids import Kind, axis_points
 
-def _per_axis(value: float | bool | Sequence, ndim: int, name: str) -> list:
+
+def _per_axis(value: float | str | Sequence, ndim: int, name: str) -> list:
     """Broadcast a scalar to one value per axis, or check a sequence has one per axis."""
-    if isinstance(value, (int, float, bool)):
+    if isinstance(value, (int, float, bool, str)):
         return [value] * ndim
     values = list(value)
     if len(values) != ndim:
@@ -22,25 +24,21 @@ def grid_coordinates(
     shape: tuple[int, ...],
     *,
     lengths: float | Sequence[float] = 1.0,
-    periodic: bool | Sequence[bool] = True,
+    periodic: Kind | Sequence[Kind] = True,
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> Tensor:
     """Coordinates of a tensor-product grid, shape ``(*shape, len(shape))``.
 
-    Along a periodic axis of ``n`` points the coordinates are ``length * i / n`` (i = 0..n-1),
-    so a strided sub-sample of a fine grid gives exactly the coarse grid's points; along a
-    non-periodic axis they are ``linspace(0, length, n)`` (both ends included).
+    ``periodic`` gives each axis's grid kind (:data:`opformer.grids.GRID_KINDS`; a bool: True periodic, False
+    nodes). Along a periodic axis of ``n`` points the coordinates are ``length * i / n`` (i = 0..n-1), so a
+    strided sub-sample of a fine grid gives exactly the coarse grid's points; along a node axis they are
+    ``linspace(0, length, n)`` (both ends included); along a cell axis the cell centres ``length (i + 1/2) / n``.
     """
     ndim = len(shape)
     lengths_ = _per_axis(lengths, ndim, "lengths")
-    periodic_ = _per_axis(periodic, ndim, "periodic")
-    axes = []
-    for n, length, is_periodic in zip(shape, lengths_, periodic_):
-        # (i * length) / m is correctly rounded, so strided sub-grids match coarse grids exactly
-        m = n if is_periodic else max(n - 1, 1)
-        axis = torch.arange(n, device=device, dtype=torch.float64) * length / m
-        axes.append(axis.to(dtype))
+    kinds = _per_axis(periodic, ndim, "periodic")
+    axes = [axis_points(n, length, kind, device=device).to(dtype) for n, length, kind in zip(shape, lengths_, kinds)]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
 
 

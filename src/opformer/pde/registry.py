@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from opformer.errors import ConfigError
+from opformer.grids import CELLS, NODES, PERIODIC
 from opformer.pde.burgers import generate_burgers
 from opformer.pde.darcy import generate_darcy
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction
@@ -70,8 +71,8 @@ class PDE:
 
     ``flags``: the keys of ``FLAGS`` it takes besides ``resolution``; ``shown``: words for defaults its
     signature cannot show (``None``, or a number better written as a formula). ``min_resolution`` and
-    ``even``: the storage grid's rule; ``periodic``: the domain's axes (lengths come from
-    ``settings["pde"]["length"]``, else 1). ``channels``: the input and target channel names (``OPERATOR``;
+    ``even``: the storage grid's rule; ``grid``: the kind of every axis of the stored grid
+    (:data:`opformer.grids.GRID_KINDS`; lengths come from ``settings["pde"]["length"]``, else 1). ``channels``: the input and target channel names (``OPERATOR``;
     trajectories name theirs in their settings). ``chunk``: samples per resumable chunk (``TRAJECTORY``), a
     multiple of the generator's own batch so that chunking adds no solver calls.
     """
@@ -83,7 +84,7 @@ class PDE:
     shown: dict[str, str] = field(default_factory=dict)
     min_resolution: int = 8
     even: bool = True
-    periodic: bool = True
+    grid: str = PERIODIC
     channels: tuple[list[str], list[str]] = ([], [])
     chunk: int = 0
 
@@ -113,7 +114,7 @@ class PDE:
         if resolution < self.min_resolution or (self.even and resolution % 2):
             expected = (f"an even number of grid points >= {self.min_resolution}" if self.even else
                         f"at least {self.min_resolution} grid nodes per axis"
-                        + ("" if self.periodic else " (boundary included)"))
+                        + (" (boundary included)" if self.grid == NODES else ""))
             raise ConfigError(f"--resolution {resolution}: expected {expected}")
         for key, value in given.items():
             flag = FLAGS[key]
@@ -131,7 +132,7 @@ PDES = {
     "darcy": PDE(
         generate_darcy, OPERATOR, "Darcy flow on (0, 1)^2, coefficient a -> solution u (Cao 2021 Ex. 5.2)",
         flags=("workers",), shown={"workers": "the available cores", "resolution": "421 nodes, boundary included"},
-        min_resolution=3, even=False, periodic=False, channels=(["a"], ["u"])),
+        min_resolution=3, even=False, grid=NODES, channels=(["a"], ["u"])),
     # FNO-nu solves 100 at a time (4 calls of 16 took 1.1-1.2x one call of 64)
     "navier-stokes": PDE(
         generate_fno_nu, TRAJECTORY, "FNO-nu vorticity on (0, 1)^2 (Li et al. 2020), frames every time unit",
@@ -146,11 +147,11 @@ PDES = {
         flags=("t_final",), chunk=16),
     "shallow-water": PDE(
         generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
-        periodic=False, chunk=16),
+        grid=CELLS, chunk=16),
     "diffusion-reaction": PDE(
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
-        flags=("t_final", "dt"), periodic=False, chunk=16),
+        flags=("t_final", "dt"), grid=CELLS, chunk=16),
 }
 
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from opformer.eval.metrics import relative_l2_per_sample
-from opformer.grids import central_difference
+from opformer.grids import Kind, central_difference, spacing
 
 
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -27,7 +27,7 @@ class H1RelativeLoss(nn.Module):
     appendix C.1's formula.
     """
 
-    def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[bool]) -> None:
+    def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[Kind]) -> None:
         super().__init__()
         self.gamma = gamma
         self.lengths = tuple(lengths)
@@ -41,7 +41,7 @@ class H1RelativeLoss(nn.Module):
         if self.gamma == 0:  # sqrt(0 * x) would make a NaN gradient
             return data_term.mean()
         n = pred.shape[1]
-        h = self.lengths[0] / (n if self.periodic[0] else n - 1)
+        h = spacing(n, self.lengths[0], self.periodic[0])
         pred_grad = central_difference(pred, self.lengths, self.periodic)
         w = 1.0 if weight is None else weight
         misfit = (w * (target_grad - pred_grad).pow(2)).flatten(1).sum(dim=1)

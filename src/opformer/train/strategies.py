@@ -28,6 +28,15 @@ def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator
     return x + scale * rms * noise
 
 
+def rms_fraction_of_norm_scale(scale: float, points: int) -> float:
+    """The RMS fraction (this library's ``noise``) equal to DPOT's convention ``x + scale * ||x||_2 * N(0, 1)``
+    with the 2-norm over ``points`` values per sample and channel: ``||x||_2 = sqrt(points) * rms(x)``.
+
+    DPOT's ``scale = 5e-4`` at 128^2 with 10 frames is ``5e-4 * sqrt(163840) = 0.202``.
+    """
+    return scale * points ** 0.5
+
+
 def curriculum_steps(config: RolloutConfig, epoch: int) -> int:
     """Model calls per training window at ``epoch`` (0-based): 1 growing linearly to ``unroll_steps``."""
     if config.curriculum_epochs == 0:

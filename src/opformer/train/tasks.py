@@ -19,6 +19,7 @@ from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError
+from opformer.grids import CELLS, axis_kinds
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part, normal
@@ -44,7 +45,10 @@ class Task(Protocol):
 
 
 def _base_spec(info: DatasetInfo, input_channels: list[str], target_channels: list[str]) -> dict[str, Any]:
+    kinds = axis_kinds(info.domain)
+    # "grid" only where a kind is not said by "periodic", so the specs of runs on other data stay as they were
     return {"stored_shape": list(info.spatial_shape), "periodic": list(info.domain["periodic"]),
+            **({"grid": list(kinds)} if CELLS in kinds else {}),
             "lengths": list(info.domain["lengths"]), "input_channels": input_channels,
             "target_channels": target_channels}
 
@@ -71,7 +75,7 @@ class OperatorTask:
         self.info = self.train.info
         self.input_channels, self.target_channels = self.train.input_channels, self.train.target_channels
         domain = self.info.domain
-        self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], domain["periodic"])
+        self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], axis_kinds(domain))
                    if config.loss.name == "h1_relative" else None)
 
     def spec_data(self) -> dict[str, Any]:
