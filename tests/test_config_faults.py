@@ -43,6 +43,11 @@ def good(tmp_path, toy_file, tiny_config):
     ("schedule.div_factor=0", "schedule.div_factor: expected a number > 0, got 0"),
     ("train.grad_clip=-1", "train.grad_clip: expected a number > 0 or null, got -1"),
     ("model.dropout=1.0", "model.dropout: expected a number in [0, 1), got 1.0"),
+    ("model.d_model=0", "model.d_model: expected an integer >= 1, got 0"),
+    ("model.decoder_modes=-2", "model.decoder_modes: expected an integer >= 1, got -2"),
+    ("model.n_head=1.5", "model.n_head: expected int, got 1.5"),
+    ("model.length=0", "model.length: expected a number > 0, got 0"),
+    ("model.xavier_gain=-1", "model.xavier_gain: expected a number >= 0, got -1"),
     ("loss.gamma=-0.1", "loss.gamma: expected a number >= 0, got -0.1"),
     ("train.num_threads=0", "train.num_threads: expected an integer >= 1 or null, got 0"),
 ])

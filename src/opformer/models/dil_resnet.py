@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from opformer.errors import ConfigError, DataError
 from opformer.models.time_layout import channels_to_frames, check_time_sizes, frames_to_channels
 from opformer.nn.mlp import make_activation
+from opformer.validate import PositiveInt
 
 DILATIONS = (1, 2, 4, 8, 4, 2, 1)
 _CONVS = {2: nn.Conv2d, 3: nn.Conv3d}
@@ -46,9 +47,9 @@ class DilResNet(nn.Module):
     ``ndim`` (2 or 3) spatial axes (``dil_resnet2d``, ``dil_resnet3d``); defaults as PDEArena: width 128,
     4 blocks, GELU."""
 
-    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 1, in_channels: int = 1,
-                 out_channels: int | None = None, width: int = 128, n_blocks: int = 4, norm_groups: int = 8,
-                 activation: str = "gelu", periodic: bool = True) -> None:
+    def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 1,
+                 out_channels: PositiveInt | None = None, width: PositiveInt = 128, n_blocks: PositiveInt = 4,
+                 norm_groups: PositiveInt = 8, activation: str = "gelu", periodic: bool = True) -> None:
         super().__init__()
         if ndim not in _CONVS:
             raise ConfigError(f"Dil-ResNet supports 2 or 3 spatial dimensions, got {ndim}")

@@ -24,6 +24,7 @@ from opformer.nn.attention import check_choice
 from opformer.nn.factorized_attention import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
 from opformer.nn.oformer_attention import OFormerAttention
 from opformer.nn.positional import grid_coordinates
+from opformer.validate import NonNegativeInt, PositiveFloat, PositiveInt
 
 ATTENTIONS = ("factorized", "linear")
 
@@ -90,11 +91,12 @@ class FactFormerTime(nn.Module):
     per call. The defaults are the paper's Kolmogorov model; ``factformer3d`` defaults to its 3D turbulence model
     (``t_out`` 2, 3 channels, 6 heads, kernel multiplier 3). See the module docstring."""
 
-    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 4, in_channels: int = 1,
-                 out_channels: int | None = None, d_model: int = 128, n_head: int = 8, head_dim: int = 64,
-                 kernel_multiplier: int = 2, n_layers: int = 4, latent_dim: int = 256, block_latent: int | None = None,
-                 decoder_groups: int = 8, fourier_scale: float = 8.0, rope_scale: float = 64.0,
-                 attention: str = "factorized", length: float = 1.0, periodic: bool = True) -> None:
+    def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 4, in_channels: PositiveInt = 1,
+                 out_channels: PositiveInt | None = None, d_model: PositiveInt = 128, n_head: PositiveInt = 8,
+                 head_dim: PositiveInt = 64, kernel_multiplier: PositiveInt = 2, n_layers: PositiveInt = 4,
+                 latent_dim: PositiveInt = 256, block_latent: PositiveInt | None = None,
+                 decoder_groups: PositiveInt = 8, fourier_scale: PositiveFloat = 8.0, rope_scale: PositiveFloat = 64.0,
+                 attention: str = "factorized", length: PositiveFloat = 1.0, periodic: bool = True) -> None:
         super().__init__()
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)
@@ -131,10 +133,11 @@ class FactFormer2dSteady(nn.Module):
 
     ndim = 2
 
-    def __init__(self, in_channels: int = 1, out_channels: int = 1, d_model: int = 128, n_head: int = 12,
-                 head_dim: int = 64, kernel_multiplier: int = 2, n_layers: int = 3, block_latent: int | None = None,
-                 cnn_layers: int = 2, decoder_groups: int = 8, fourier_scale: float = 1.0, rope_scale: float = 64.0,
-                 attention: str = "factorized", length: float = 1.0, periodic: bool = False) -> None:
+    def __init__(self, in_channels: PositiveInt = 1, out_channels: PositiveInt = 1, d_model: PositiveInt = 128,
+                 n_head: PositiveInt = 12, head_dim: PositiveInt = 64, kernel_multiplier: PositiveInt = 2,
+                 n_layers: PositiveInt = 3, block_latent: PositiveInt | None = None, cnn_layers: NonNegativeInt = 2,
+                 decoder_groups: PositiveInt = 8, fourier_scale: PositiveFloat = 1.0, rope_scale: PositiveFloat = 64.0,
+                 attention: str = "factorized", length: PositiveFloat = 1.0, periodic: bool = False) -> None:
         super().__init__()
         if min(in_channels, out_channels) < 1 or cnn_layers < 0:
             raise ConfigError("in_channels, out_channels must be >= 1 and cnn_layers >= 0")

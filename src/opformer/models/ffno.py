@@ -9,6 +9,7 @@ from opformer.models.time_layout import channels_to_frames, check_time_sizes, fr
 from opformer.nn.factorized_spectral import FactorizedSpectralConv
 from opformer.nn.mlp import FeedForward
 from opformer.nn.positional import append_coordinates, grid_coordinates
+from opformer.validate import PositiveFloat, PositiveInt
 
 
 class FFNOLayer(nn.Module):
@@ -32,10 +33,11 @@ class FFNO(nn.Module):
     spectral operator serves every layer (the FFNs stay per layer).
     """
 
-    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 1, in_channels: int = 1,
-                 out_channels: int | None = None, width: int = 64, modes: int = 16, n_layers: int = 8,
-                 ffn_width: int | None = None, projection_width: int = 128, activation: str = "gelu",
-                 share_weights: bool = False, length: float = 1.0, periodic: bool = True) -> None:
+    def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 1,
+                 out_channels: PositiveInt | None = None, width: PositiveInt = 64, modes: PositiveInt = 16,
+                 n_layers: PositiveInt = 8, ffn_width: PositiveInt | None = None, projection_width: PositiveInt = 128,
+                 activation: str = "gelu", share_weights: bool = False, length: PositiveFloat = 1.0,
+                 periodic: bool = True) -> None:
         super().__init__()
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)

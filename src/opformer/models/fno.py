@@ -9,6 +9,7 @@ from opformer.grids import block_average
 from opformer.nn.mlp import FeedForward
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.spectral import FourierLayer
+from opformer.validate import PositiveFloat, PositiveInt
 
 
 class FNO(nn.Module):
@@ -23,9 +24,10 @@ class FNO(nn.Module):
     points per axis (:func:`opformer.grids.block_average`), the grid of the coarse target.
     """
 
-    def __init__(self, ndim: int, in_channels: int = 1, out_channels: int = 1, width: int = 64, modes: int = 16,
-                 n_layers: int = 4, projection_width: int = 128, activation: str = "relu", length: float = 1.0,
-                 periodic: bool = True, output_size: int | None = None) -> None:
+    def __init__(self, ndim: int, in_channels: PositiveInt = 1, out_channels: PositiveInt = 1, width: PositiveInt = 64,
+                 modes: PositiveInt = 16, n_layers: PositiveInt = 4, projection_width: PositiveInt = 128,
+                 activation: str = "relu", length: PositiveFloat = 1.0, periodic: bool = True,
+                 output_size: PositiveInt | None = None) -> None:
         super().__init__()
         if min(in_channels, out_channels, width, modes, n_layers, projection_width) < 1:
             raise ConfigError("FNO sizes (channels, width, modes, n_layers, projection_width) must be >= 1")

@@ -6,6 +6,7 @@ from torch import Tensor, nn
 
 from opformer.models.fno import FNO
 from opformer.models.time_layout import channels_to_frames, check_time_sizes, frames_to_channels
+from opformer.validate import PositiveFloat, PositiveInt
 
 
 class FNOTime(nn.Module):
@@ -14,10 +15,10 @@ class FNOTime(nn.Module):
     on a periodic grid of ``ndim`` axes (``fno2d_time``; ``fno3d_time`` defaults to width 20, 8 modes).
     """
 
-    def __init__(self, ndim: int, t_in: int = 10, t_out: int = 1, in_channels: int = 1,
-                 out_channels: int | None = None, width: int = 32, modes: int = 12, n_layers: int = 4,
-                 projection_width: int = 128, activation: str = "gelu", length: float = 1.0,
-                 periodic: bool = True) -> None:
+    def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 1,
+                 out_channels: PositiveInt | None = None, width: PositiveInt = 32, modes: PositiveInt = 12,
+                 n_layers: PositiveInt = 4, projection_width: PositiveInt = 128, activation: str = "gelu",
+                 length: PositiveFloat = 1.0, periodic: bool = True) -> None:
         super().__init__()
         out_channels = out_channels or in_channels
         check_time_sizes(t_in, t_out, in_channels, out_channels)

@@ -8,7 +8,7 @@ from opformer.errors import ConfigError
 from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.positional import grid_coordinates
 from opformer.nn.regressors import SpectralRegressor
-from opformer.validate import Fraction
+from opformer.validate import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 
 
 class GalerkinTransformer1d(nn.Module):
@@ -23,13 +23,14 @@ class GalerkinTransformer1d(nn.Module):
 
     ndim = 1  # spatial dimensions of the input
 
-    def __init__(self, in_channels: int = 1, out_channels: int = 1, d_model: int = 96, n_layers: int = 4,
-                 n_head: int = 1, dim_ff: int = 192, attention_type: str = "galerkin", norm_scheme: str = "galerkin",
-                 activation: str = "relu", dropout: Fraction = 0.0, ffn_dropout: Fraction = 0.0,
-                 attention_dropout: Fraction = 0.0, layer_norm_eps: float = 1e-5, xavier_gain: float = 0.01,
-                 diagonal_weight: float = 0.01, decoder_width: int = 48, decoder_modes: int = 16,
-                 decoder_layers: int = 2, decoder_head_width: int = 48, decoder_activation: str = "silu",
-                 length: float = 1.0, periodic: bool = True) -> None:
+    def __init__(self, in_channels: PositiveInt = 1, out_channels: PositiveInt = 1, d_model: PositiveInt = 96,
+                 n_layers: PositiveInt = 4, n_head: PositiveInt = 1, dim_ff: PositiveInt = 192,
+                 attention_type: str = "galerkin", norm_scheme: str = "galerkin", activation: str = "relu",
+                 dropout: Fraction = 0.0, ffn_dropout: Fraction = 0.0, attention_dropout: Fraction = 0.0,
+                 layer_norm_eps: PositiveFloat = 1e-5, xavier_gain: NonNegativeFloat = 0.01,
+                 diagonal_weight: NonNegativeFloat = 0.01, decoder_width: PositiveInt = 48,
+                 decoder_modes: PositiveInt = 16, decoder_layers: PositiveInt = 2, decoder_head_width: PositiveInt = 48,
+                 decoder_activation: str = "silu", length: PositiveFloat = 1.0, periodic: bool = True) -> None:
         super().__init__()
         if min(in_channels, out_channels, d_model, n_layers, dim_ff) < 1:
             raise ConfigError("in_channels, out_channels, d_model, n_layers and dim_ff must be >= 1")

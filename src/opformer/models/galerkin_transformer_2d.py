@@ -16,7 +16,7 @@ from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.interp_cnn import DownsampleCiNN, UpsampleCiNN
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.regressors import PointwiseRegressor, SpectralRegressor
-from opformer.validate import Fraction
+from opformer.validate import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 
 DECODERS = ("spectral", "pointwise")
 
@@ -33,14 +33,17 @@ class GalerkinTransformer2d(nn.Module):
 
     ndim = 2  # spatial dimensions of the input
 
-    def __init__(self, in_channels: int = 1, out_channels: int = 1, coarse_size: int = 43, d_model: int = 128,
-                 n_layers: int = 6, n_head: int = 4, dim_ff: int = 256, attention_type: str = "galerkin",
-                 norm_scheme: str = "galerkin", activation: str = "relu", dropout: Fraction = 0.0,
-                 ffn_dropout: Fraction = 0.05, attention_dropout: Fraction = 0.1, downsample_dropout: Fraction = 0.05,
-                 upsample_dropout: Fraction = 0.0, layer_norm_eps: float = 1e-7, xavier_gain: float = 0.01,
-                 diagonal_weight: float = 0.01, decoder: str = "spectral", decoder_width: int = 32,
-                 decoder_modes: int = 12, decoder_layers: int = 2, decoder_head_width: int = 128,
-                 decoder_activation: str = "silu", decoder_dropout: Fraction = 0.0, length: float = 1.0) -> None:
+    def __init__(self, in_channels: PositiveInt = 1, out_channels: PositiveInt = 1, coarse_size: PositiveInt = 43,
+                 d_model: PositiveInt = 128, n_layers: PositiveInt = 6, n_head: PositiveInt = 4,
+                 dim_ff: PositiveInt = 256, attention_type: str = "galerkin", norm_scheme: str = "galerkin",
+                 activation: str = "relu", dropout: Fraction = 0.0, ffn_dropout: Fraction = 0.05,
+                 attention_dropout: Fraction = 0.1, downsample_dropout: Fraction = 0.05,
+                 upsample_dropout: Fraction = 0.0, layer_norm_eps: PositiveFloat = 1e-7,
+                 xavier_gain: NonNegativeFloat = 0.01, diagonal_weight: NonNegativeFloat = 0.01,
+                 decoder: str = "spectral", decoder_width: PositiveInt = 32, decoder_modes: PositiveInt = 12,
+                 decoder_layers: PositiveInt = 2, decoder_head_width: PositiveInt = 128,
+                 decoder_activation: str = "silu", decoder_dropout: Fraction = 0.0,
+                 length: PositiveFloat = 1.0) -> None:
         super().__init__()
         check_choice("decoder", decoder, DECODERS)
         if min(in_channels, out_channels, d_model, n_layers, dim_ff, decoder_width, decoder_layers) < 1:
