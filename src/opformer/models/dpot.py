@@ -117,7 +117,9 @@ class DPOT(nn.Module):
         batch, frames = x.shape[0], self.t_in
         coords = frame_coordinates(spatial, frames, x.dtype, x.device)
         x = torch.cat([x, coords.expand(batch, *coords.shape)], dim=-1)
-        x = x.movedim(-2, 1).flatten(0, 1).movedim(-1, 1)  # (batch * frames, channels, *spatial)
+        # (batch * frames, channels, *spatial); contiguous, as the head's input: a channel-last view would give
+        # the convolutions channel-last weight gradients, which DistributedDataParallel warns about
+        x = x.movedim(-2, 1).flatten(0, 1).movedim(-1, 1).contiguous()
         z = self.patch_embed(x)
         latent = tuple(z.shape[2:])
         z = z + linear_resample(self.pos_embed, latent, self.periodic).to(z.dtype)
@@ -129,7 +131,7 @@ class DPOT(nn.Module):
 
     def decode(self, z: Tensor) -> Tensor:
         """The prediction ``(batch, *spatial, t_out, out_channels)`` from the latent ``z``."""
-        y = self.head(z.movedim(-1, 1)).movedim(1, -1)
+        y = self.head(z.movedim(-1, 1).contiguous()).movedim(1, -1)
         return y.unflatten(-1, (self.t_out, self.out_channels))
 
     def classify(self, z: Tensor) -> Tensor:
