@@ -13,6 +13,7 @@ from torch import nn
 
 from opformer.errors import ConfigError
 from opformer.models.dil_resnet import DilResNet
+from opformer.models.dpot import DPOT
 from opformer.models.factformer import FactFormer2dSteady, FactFormerTime
 from opformer.models.ffno import FFNO
 from opformer.models.fno import FNO
@@ -49,7 +50,15 @@ MODELS: dict[str, ModelEntry] = {
     "factformer3d": ModelEntry(FactFormerTime, {"ndim": 3},
                                {"t_out": 2, "in_channels": 3, "n_head": 6, "kernel_multiplier": 3}),
     "factformer2d_steady": ModelEntry(FactFormer2dSteady),
+    # DPOT (docs/models.md): patches, temporal aggregation, Fourier-attention blocks
+    "dpot2d": ModelEntry(DPOT, {"ndim": 2}),
+    "dpot3d": ModelEntry(DPOT, {"ndim": 3}),
 }
+
+_DPOT_PAPER = {"name": "dpot2d", "t_in": 10, "t_out": 1, "in_channels": 4, "patch_size": 8, "grid_size": 128,
+               "n_classes": 12}
+_DPOT_CPU = {"name": "dpot2d", "t_in": 10, "t_out": 1, "in_channels": 4, "patch_size": 4, "grid_size": 64,
+             "depth": 4, "n_heads": 4, "mlp_ratio": 1, "head_width": 32}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Cao 2021, Example 5.1 (Burgers): 530,305 parameters for each attention type.
@@ -97,6 +106,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "name": "factformer2d", "t_in": 10, "t_out": 4, "d_model": 128, "n_head": 8, "head_dim": 64,
         "n_layers": 4, "latent_dim": 256, "fourier_scale": 8.0, "attention": "linear",
     },
+    # DPOT (Hao et al. 2024) Ti/S/M/L: 128^2 input, 4 channels, 10 frames, with the data-set classifier of
+    # 12 classes; the parameter counts are the authors' (docs/models.md)
+    "dpot_ti": {**_DPOT_PAPER, "width": 512, "depth": 4, "n_heads": 4, "mlp_ratio": 1, "head_width": 32},
+    "dpot_s": {**_DPOT_PAPER, "width": 1024, "depth": 6, "n_heads": 8, "mlp_ratio": 1, "head_width": 32},
+    "dpot_m": {**_DPOT_PAPER, "width": 1024, "depth": 12, "n_heads": 8, "mlp_ratio": 4, "head_width": 32},
+    "dpot_l": {**_DPOT_PAPER, "width": 1536, "depth": 24, "n_heads": 16, "mlp_ratio": 4, "head_width": 128},
+    # sized for a CPU: 64^2 input, patch 4, no classifier (1.66M and 0.47M parameters)
+    "dpot_micro": {**_DPOT_CPU, "width": 256},
+    "dpot_nano": {**_DPOT_CPU, "width": 128},
 }
 
 

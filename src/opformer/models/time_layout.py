@@ -15,11 +15,9 @@ def check_time_sizes(t_in: int, t_out: int, in_channels: int, out_channels: int)
         )
 
 
-def frames_to_channels(x: Tensor, ndim: int, t_in: int, in_channels: int) -> Tensor:
-    """Check ``x`` ``(batch, *spatial, t_in, channels)`` and merge time into channels: ``(batch, *spatial, t_in*c)``.
-
-    Raises ``DataError`` (one line) for a wrong number of axes, frames or channels.
-    """
+def check_frames(x: Tensor, ndim: int, t_in: int, in_channels: int) -> None:
+    """Raise ``DataError`` (one line) unless ``x`` is ``(batch, *spatial, t_in, in_channels)`` with ``ndim``
+    spatial axes."""
     if x.ndim != ndim + 3:
         raise DataError(
             f"model expects (batch, {ndim} spatial axes, time, channels), got shape {tuple(x.shape)}"
@@ -28,6 +26,11 @@ def frames_to_channels(x: Tensor, ndim: int, t_in: int, in_channels: int) -> Ten
         raise DataError(f"model built for t_in={t_in}, got {x.shape[-2]} input frames")
     if x.shape[-1] != in_channels:
         raise DataError(f"model built for in_channels={in_channels}, got {x.shape[-1]} channels")
+
+
+def frames_to_channels(x: Tensor, ndim: int, t_in: int, in_channels: int) -> Tensor:
+    """Check ``x`` (:func:`check_frames`) and merge time into channels: ``(batch, *spatial, t_in*c)``."""
+    check_frames(x, ndim, t_in, in_channels)
     return x.flatten(-2)
 
 

@@ -1,0 +1,145 @@
+"""DPOT (Hao et al. 2024, "Auto-Regressive Denoising Operator Transformer for Large-Scale PDE Pre-Training").
+
+``(batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)`` in 2D (``dpot2d``) or 3D (``dpot3d``):
+
+1. coordinates ``(x, y[, z], t)`` appended to every frame, each ``linspace(0, 1)`` with both ends (the authors';
+   a periodic grid's points are ``i / n``, so this is slightly off there, kept for their weights);
+2. ``patch_embed`` per frame: ``Conv(c + ndim + 1 -> c * P + ndim + 1, kernel P, stride P) -> GELU -> 1x1``
+   to the width ``E``; then the learned ``pos_embed`` ``(E, *latent)``, the same for every frame, linearly
+   resampled (periodically if ``periodic``) when the latent grid is not the one it was built for
+   (``grid_size / P`` per axis);
+3. ``time_agg``: :class:`~opformer.nn.temporal_aggregation.TemporalAggregation` of the ``t_in`` frames;
+4. ``blocks``: ``depth`` x ``zh = GN1(z); y = zh + FourierMixer(zh); z <- z + MLP(GN2(y))`` (GroupNorm of 8
+   groups, MLP ``E -> rE -> GELU -> E``; no skip of ``z`` around the mixer, as the authors);
+5. ``head``: ``ConvTranspose(E -> D, kernel P, stride P) -> GELU -> 1x1 D -> D -> GELU -> 1x1 -> t_out * c``;
+6. optional ``classifier`` (``n_classes``): mean over the latent grid -> ``Linear E->E, GELU, E->E, GELU,
+   -> n_classes``, the data-set classifier the authors train with loss weight 0 (counted in their sizes).
+
+The spatial size must be a multiple of the patch size (a one-line ``DataError`` otherwise; no padding, which
+would put a seam into periodic data).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from opformer.errors import ConfigError, DataError
+from opformer.models.time_layout import check_frames, check_time_sizes
+from opformer.nn.factorized_attention import group_norm_last
+from opformer.nn.fourier_mixer import FourierMixer
+from opformer.nn.mlp import FeedForward
+from opformer.nn.resample import linear_resample
+from opformer.nn.temporal_aggregation import TemporalAggregation
+from opformer.validate import NonNegativeFloat, PositiveInt
+
+GROUPS = 8  # GroupNorm groups of every block
+
+
+class DPOTBlock(nn.Module):
+    """``zh = GN1(z); y = zh + mixer(zh); z + MLP(GN2(y))`` on channel-last ``(batch, *latent, width)``."""
+
+    def __init__(self, width: int, n_heads: int, ndim: int, mlp_ratio: int, modes: int | None, shrink: float,
+                 fft_norm: str) -> None:
+        super().__init__()
+        self.norm1 = nn.GroupNorm(GROUPS, width)
+        self.mixer = FourierMixer(width, n_heads, ndim, modes, shrink, fft_norm)
+        self.norm2 = nn.GroupNorm(GROUPS, width)
+        self.mlp = FeedForward(width, mlp_ratio * width, activation="gelu")
+
+    def forward(self, z: Tensor) -> Tensor:
+        """Apply the block to ``z`` ``(batch, *latent, width)``."""
+        zh = group_norm_last(z, GROUPS, self.norm1)
+        y = zh + self.mixer(zh)
+        return z + self.mlp(group_norm_last(y, GROUPS, self.norm2))
+
+
+def frame_coordinates(spatial: tuple[int, ...], frames: int, dtype: torch.dtype,
+                      device: torch.device) -> Tensor:
+    """``(*spatial, frames, ndim + 1)``: the coordinates ``(x, y[, z], t)``, each ``linspace(0, 1)`` with both
+    ends (the authors' convention, also on periodic grids)."""
+    axes = [torch.linspace(0, 1, n, dtype=torch.float64) for n in (*spatial, frames)]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).to(device=device, dtype=dtype)
+
+
+class DPOT(nn.Module):
+    """DPOT on ``(batch, *spatial, t_in, in_channels) -> (batch, *spatial, t_out, out_channels)`` with
+    ``ndim`` 2 or 3 spatial axes (see the module docstring). ``width`` E, ``depth`` blocks of ``n_heads`` heads,
+    ``mlp_ratio`` r, ``head_width`` D, ``patch_size`` P; ``grid_size`` the input size ``pos_embed`` is built
+    for; ``modes`` kept per axis (``None``: all); ``shrink`` AFNO's soft-shrink (0: off); ``fft_norm`` the
+    mixer's transform (``"ortho"``: the authors'). The defaults are the authors' Ti without the classifier.
+    """
+
+    def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 4,
+                 out_channels: PositiveInt | None = None, patch_size: PositiveInt = 8, grid_size: PositiveInt = 128,
+                 width: PositiveInt = 512, depth: PositiveInt = 4, n_heads: PositiveInt = 4,
+                 mlp_ratio: PositiveInt = 1, head_width: PositiveInt = 32, modes: PositiveInt | None = 32,
+                 shrink: NonNegativeFloat = 0.0, fft_norm: Literal["ortho", "forward"] = "ortho",
+                 n_classes: PositiveInt | None = None, periodic: bool = True) -> None:
+        super().__init__()
+        if ndim not in (2, 3):
+            raise ConfigError(f"DPOT supports 2 or 3 spatial dimensions, got {ndim}")
+        out_channels = out_channels or in_channels
+        check_time_sizes(t_in, t_out, in_channels, out_channels)
+        if width % n_heads or width % GROUPS:
+            raise ConfigError(f"model.width: {width} must be a multiple of n_heads ({n_heads}) and of {GROUPS}")
+        if grid_size % patch_size:
+            raise ConfigError(f"model.grid_size: {grid_size} must be a multiple of patch_size ({patch_size})")
+        self.ndim, self.t_in, self.t_out, self.in_channels, self.out_channels = ndim, t_in, t_out, in_channels, \
+            out_channels
+        self.patch_size, self.periodic = patch_size, periodic
+        conv, conv_transpose = getattr(nn, f"Conv{ndim}d"), getattr(nn, f"ConvTranspose{ndim}d")
+        coords = ndim + 1
+        hidden = in_channels * patch_size + coords
+        self.patch_embed = nn.Sequential(conv(in_channels + coords, hidden, patch_size, stride=patch_size),
+                                         nn.GELU(), conv(hidden, width, 1))
+        self.pos_embed = nn.Parameter(torch.empty(width, *[grid_size // patch_size] * ndim))
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        self.time_agg = TemporalAggregation(t_in, width)
+        self.blocks = nn.ModuleList(DPOTBlock(width, n_heads, ndim, mlp_ratio, modes, shrink, fft_norm)
+                                    for _ in range(depth))
+        self.head = nn.Sequential(conv_transpose(width, head_width, patch_size, stride=patch_size), nn.GELU(),
+                                  conv(head_width, head_width, 1), nn.GELU(),
+                                  conv(head_width, t_out * out_channels, 1))
+        self.classifier = None if n_classes is None else nn.Sequential(
+            nn.Linear(width, width), nn.GELU(), nn.Linear(width, width), nn.GELU(), nn.Linear(width, n_classes))
+
+    def encode(self, x: Tensor) -> Tensor:
+        """The latent field ``(batch, *latent, width)`` after the blocks, of ``x``
+        ``(batch, *spatial, t_in, in_channels)``."""
+        check_frames(x, self.ndim, self.t_in, self.in_channels)
+        spatial = tuple(x.shape[1:1 + self.ndim])
+        if any(n % self.patch_size for n in spatial):
+            raise DataError(f"DPOT: grid {'x'.join(map(str, spatial))} is not a multiple of patch_size "
+                            f"{self.patch_size}")
+        batch, frames = x.shape[0], self.t_in
+        coords = frame_coordinates(spatial, frames, x.dtype, x.device)
+        x = torch.cat([x, coords.expand(batch, *coords.shape)], dim=-1)
+        # (batch * frames, channels, *spatial); contiguous, as the head's input: a channel-last view would give
+        # the convolutions channel-last weight gradients, which DistributedDataParallel warns about
+        x = x.movedim(-2, 1).flatten(0, 1).movedim(-1, 1).contiguous()
+        z = self.patch_embed(x)
+        latent = tuple(z.shape[2:])
+        z = z + linear_resample(self.pos_embed, latent, self.periodic).to(z.dtype)
+        z = z.unflatten(0, (batch, frames)).permute(0, *range(3, 3 + self.ndim), 1, 2)  # (batch, *latent, t, E)
+        z = self.time_agg(z)
+        for block in self.blocks:
+            z = block(z)
+        return z
+
+    def decode(self, z: Tensor) -> Tensor:
+        """The prediction ``(batch, *spatial, t_out, out_channels)`` from the latent ``z``."""
+        y = self.head(z.movedim(-1, 1).contiguous()).movedim(1, -1)
+        return y.unflatten(-1, (self.t_out, self.out_channels))
+
+    def classify(self, z: Tensor) -> Tensor:
+        """Logits ``(batch, n_classes)`` of the data-set classifier from the latent ``z``."""
+        if self.classifier is None:
+            raise ConfigError("DPOT built without a classifier (n_classes null)")
+        return self.classifier(z.mean(dim=tuple(range(1, 1 + self.ndim))))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Predict the next ``t_out`` frames of ``x`` ``(batch, *spatial, t_in, in_channels)``."""
+        return self.decode(self.encode(x))

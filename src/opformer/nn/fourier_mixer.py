@@ -1,0 +1,107 @@
+"""DPOT's "Fourier attention" (Hao et al. 2024, eq. 7-8): a per-head complex two-layer MLP on the kept Fourier
+modes of a channel-last field. (Not the Fourier-type attention of Cao 2021 in :mod:`opformer.nn.attention`.)"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from opformer.errors import ConfigError
+from opformer.nn.spectral import complex_blocks
+
+FFT_NORMS = ("ortho", "forward")
+
+
+def kept_rows(n: int, modes: int | None, device: torch.device) -> Tensor | None:
+    """Spectrum rows of a two-sided (non-last) axis of ``n`` points that keep the frequencies ``0..m-1`` and
+    ``-m..-1``; ``None`` when that is every row (``modes`` ``None`` or ``2 * modes >= n``)."""
+    if modes is None or 2 * modes >= n:
+        return None
+    return torch.cat([torch.arange(modes, device=device), torch.arange(n - modes, n, device=device)])
+
+
+class FourierMixer(nn.Module):
+    """DPOT's Fourier attention on ``(batch, *spatial, width)``: ``irfftn(K(rfftn(x)))`` over the ``ndim``
+    spatial axes.
+
+    ``K`` splits the ``width`` channels of every kept mode into ``n_heads`` heads of ``b = width / n_heads`` and
+    applies per head ``o = W2 sigma(W1 z + b1) + b2`` with complex ``W1, W2`` (``b x b``) and complex biases,
+    ``sigma`` = GELU on the real and the imaginary part separately; with ``shrink > 0``, ``o`` is soft-shrunk
+    (real and imaginary parts; AFNO's sparsity, the paper's Table 7 ablation). The weights are shared by all
+    modes. Modes kept: ``0..m-1`` on the last (half-spectrum) axis and both ``0..m-1`` and ``-m..-1`` on every
+    other axis (the authors keep only the positive corner, an asymmetry this does not copy); ``modes=None``
+    keeps all; the others are set to zero. ``norm="ortho"`` is the authors' transform; ``"forward"`` makes the
+    kept coefficients, hence the output, independent of the grid size for a band-limited input.
+
+    Complex parameters are stored as real pairs (last axis 2): ``w1``, ``w2`` ``(n_heads, b_in, b_out, 2)``
+    (``z @ W``), ``b1``, ``b2`` ``(n_heads, b, 2)``, all initialised uniform on ``[0, 1 / b^2)``. The transforms
+    and the MLP run in float32 (float64 for float64 inputs) even under autocast.
+    """
+
+    def __init__(self, width: int, n_heads: int, ndim: int, modes: int | None = None, shrink: float = 0.0,
+                 norm: Literal["ortho", "forward"] = "ortho") -> None:
+        super().__init__()
+        if ndim not in (1, 2, 3):
+            raise ConfigError(f"Fourier mixer supports 1, 2 or 3 dimensions, got {ndim}")
+        if n_heads < 1 or width % n_heads:
+            raise ConfigError(f"width ({width}) must be a multiple of n_heads ({n_heads})")
+        if modes is not None and modes < 1:
+            raise ConfigError(f"modes must be a positive integer or null, got {modes}")
+        if norm not in FFT_NORMS:
+            raise ConfigError(f"fft norm must be one of {', '.join(FFT_NORMS)}, got {norm!r}")
+        self.width, self.n_heads, self.ndim, self.modes, self.shrink, self.norm = width, n_heads, ndim, modes, \
+            shrink, norm
+        b = width // n_heads
+        scale = 1.0 / b**2
+        self.w1 = nn.Parameter(scale * torch.rand(n_heads, b, b, 2))
+        self.b1 = nn.Parameter(scale * torch.rand(n_heads, b, 2))
+        self.w2 = nn.Parameter(scale * torch.rand(n_heads, b, b, 2))
+        self.b2 = nn.Parameter(scale * torch.rand(n_heads, b, 2))
+
+    def extra_repr(self) -> str:
+        return (f"{self.width}, n_heads={self.n_heads}, ndim={self.ndim}, modes={self.modes}, "
+                f"shrink={self.shrink}, norm={self.norm!r}")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Mix ``x`` ``(batch, *spatial, width)``; returns the same shape (float32 or float64)."""
+        spatial = tuple(x.shape[1:-1])
+        if len(spatial) != self.ndim or x.shape[-1] != self.width:
+            raise ValueError(f"expected (batch, {self.ndim} spatial axes, {self.width}), got {tuple(x.shape)}")
+        dims = tuple(range(1, self.ndim + 1))
+        real_dtype = torch.promote_types(x.dtype, torch.float32)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            spectrum = torch.view_as_real(torch.fft.rfftn(x.to(real_dtype), dim=dims, norm=self.norm))
+            rows = [kept_rows(n, self.modes, x.device) for n in spatial[:-1]]
+            half = spectrum.shape[self.ndim]
+            last = half if self.modes is None else min(self.modes, half)
+            kept = spectrum.narrow(self.ndim, 0, last)
+            for axis, index in enumerate(rows, start=1):
+                if index is not None:
+                    kept = kept.index_select(axis, index)
+            mixed = self._mlp(kept)
+            if last < half:
+                mixed = torch.cat([mixed, mixed.new_zeros((*mixed.shape[:self.ndim], half - last,
+                                                          *mixed.shape[self.ndim + 1:]))], dim=self.ndim)
+            for axis, (index, n) in enumerate(zip(rows, spatial), start=1):
+                if index is not None:
+                    full = list(mixed.shape)
+                    full[axis] = n
+                    mixed = mixed.new_zeros(full).index_copy(axis, index, mixed)
+            return torch.fft.irfftn(torch.view_as_complex(mixed.contiguous()), s=spatial, dim=dims, norm=self.norm)
+
+    def _mlp(self, z: Tensor) -> Tensor:
+        """The per-head complex MLP on modes ``z`` ``(..., width, 2)`` (real pairs) as real block products."""
+        heads, b = self.n_heads, self.width // self.n_heads
+        # (..., width, [re, im]) -> (..., heads, [re..., im...]) of 2b real numbers per head
+        h = z.unflatten(-2, (heads, b)).transpose(-1, -2).flatten(-2)
+        for weight, bias, activate in ((self.w1, self.b1, True), (self.w2, self.b2, False)):
+            blocks = complex_blocks(weight.to(z.dtype).permute(1, 2, 0, 3))  # (heads, 2b, 2b)
+            h = torch.einsum("...hi,hio->...ho", h, blocks) + bias.to(z.dtype).transpose(-1, -2).flatten(-2)
+            if activate:
+                h = F.gelu(h)  # on the real and the imaginary parts separately
+        if self.shrink > 0:
+            h = F.softshrink(h, self.shrink)
+        return h.unflatten(-1, (2, b)).transpose(-1, -2).flatten(-3, -2)
