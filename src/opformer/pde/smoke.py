@@ -204,10 +204,13 @@ def solve_smoke(smoke: np.ndarray, buoyancy: np.ndarray, steps: np.ndarray, dt: 
     """Frames ``(batch, len(steps), n, n, 3)`` (float64; smoke, vx, vy at the cell centres) after each step in
     ``steps`` (increasing step numbers), from the smoke ``(batch, n, n)`` at rest; ``buoyancy`` ``(batch,)``.
 
-    ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` if the solution stops being
-    finite.
+    ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` for steps that are not
+    increasing numbers >= 1, or if the solution stops being finite.
     """
     smoke = np.array(smoke, dtype=np.float64)
+    steps = np.asarray(steps)
+    if steps.ndim != 1 or not len(steps) or steps[0] < 1 or np.any(np.diff(steps) <= 0):
+        raise ConfigError(f"steps={steps.tolist()} is invalid: expected increasing step numbers >= 1")
     batch, n = smoke.shape[0], smoke.shape[-1]
     buoyancy = np.broadcast_to(np.asarray(buoyancy, dtype=np.float64), (batch,))
     u, v = np.zeros((batch, n + 1, n)), np.zeros((batch, n, n + 1))
