@@ -198,3 +198,28 @@ def _edit_h5(path):
 def edit_h5():
     """``with edit_h5(path) as f:`` edits a data file as another program would (its checksum is dropped)."""
     return _edit_h5
+
+
+class _Interrupt(Exception):
+    """Raised by the progress callback of an interrupted generation."""
+
+
+def _interrupted_then_resumed(pde: str, out, samples: int, **flags) -> list[int]:
+    """Generate ``pde`` into ``out``, interrupted after its first chunk, then again with the same arguments; returns
+    the second run's progress counts (the chunks it solved, or took from the first run)."""
+    from opformer.data.generate import generate_file
+
+    def stop(count: int) -> None:
+        raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        generate_file(pde, out, samples, progress=stop, **flags)
+    counts: list[int] = []
+    generate_file(pde, out, samples, progress=counts.append, **flags)
+    return counts
+
+
+@pytest.fixture
+def resume_after_interrupt():
+    """``resume_after_interrupt(pde, out, samples, chunk=..., **flags)``: an interrupted, then resumed generation."""
+    return _interrupted_then_resumed

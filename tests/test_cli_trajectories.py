@@ -46,10 +46,13 @@ def test_trajectory_generate_errors_are_one_line(capsys, tmp_path):
     assert not (tmp_path / "k.h5").exists()
 
 
+SOLVE_RESOLUTION_USERS = "--solve-resolution: only used by navier-stokes, kolmogorov, smoke and smoke-conditioned"
+
+
 @pytest.mark.parametrize(("argv", "needle"), [
     (["kolmogorov", "--resolution", "16", "--solve-resolution", "24"], "--solve-resolution 24: expected a multiple"),
-    (["turbulence3d", "--solve-resolution", "64"], "--solve-resolution: only used by navier-stokes and kolmogorov"),
-    (["burgers", "--solve-resolution", "64"], "--solve-resolution: only used by navier-stokes and kolmogorov"),
+    (["turbulence3d", "--solve-resolution", "64"], SOLVE_RESOLUTION_USERS),
+    (["burgers", "--solve-resolution", "64"], SOLVE_RESOLUTION_USERS),
     (["darcy", "--t-final", "2"], "--t-final: only used by navier-stokes, kolmogorov, turbulence3d"),
 ])
 def test_solver_grid_and_time_flags_are_checked(capsys, tmp_path, argv, needle):

@@ -8,7 +8,6 @@ import scipy.linalg
 from scipy.integrate import solve_ivp
 
 from opformer.cli import main
-from opformer.data.generate import generate_file
 from opformer.data.store import read_fields, read_info
 from opformer.errors import ConfigError
 from opformer.pde.diffusion_reaction import DU, DV, K, generate_diffusion_reaction, solve_diffusion_reaction
@@ -93,7 +92,7 @@ def test_a_set_stop_event_ends_the_march_within_a_step():
         solve_diffusion_reaction(np.zeros((1, 2, 8, 8)), np.array([0.0, 5.0]), dt=2.5e-3, stop=stop)
 
 
-def test_generate_writes_a_self_describing_resumable_file(capsys, tmp_path):
+def test_generate_writes_a_self_describing_resumable_file(capsys, tmp_path, resume_after_interrupt):
     out = tmp_path / "dr.h5"
     assert main(["generate", "diffusion-reaction", "--samples", "2", "--resolution", "16", "--t-final", "0.5",
                  "--seed", "3", "--out", str(out)]) == 0
@@ -111,18 +110,9 @@ def test_generate_writes_a_self_describing_resumable_file(capsys, tmp_path):
     assert np.array_equal(fields[1, 0], np.moveaxis(start, 0, -1))
     assert np.array_equal(fields, generate_diffusion_reaction(2, 16, t_final=0.5, seed=3)[0])
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_one(count: int) -> None:
-        raise Interrupt
-
-    args = dict(samples=2, resolution=16, t_final=0.5, seed=3, chunk=1)
-    with pytest.raises(Interrupt):
-        generate_file("diffusion-reaction", tmp_path / "again.h5", progress=stop_after_one, **args)
-    solved = []
-    again = generate_file("diffusion-reaction", tmp_path / "again.h5", progress=solved.append, **args)
-    assert solved == [1, 1] and np.array_equal(read_fields(again, slice(None)), fields)
+    again = tmp_path / "again.h5"
+    assert resume_after_interrupt("diffusion-reaction", again, 2, resolution=16, t_final=0.5, seed=3, chunk=1) == [1, 1]
+    assert np.array_equal(read_fields(again, slice(None)), fields)
 
 
 def test_a_bad_time_step_is_refused_in_one_line(capsys, tmp_path):

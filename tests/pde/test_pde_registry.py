@@ -21,6 +21,8 @@ DEFAULTS = {
     "turbulence3d": {"resolution": 32, "t_final": 1.0},
     "shallow-water": {"resolution": 64},
     "diffusion-reaction": {"resolution": 64, "t_final": 5.0, "dt": 2.5e-3},
+    "smoke": {"resolution": 64, "solve_resolution": None},
+    "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
 }
 
 
@@ -46,7 +48,8 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert ("stored grid points per axis (default: burgers 8192; darcy 421 nodes, boundary included; "
-            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64)") in text
+            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64; smoke 64; "
+            "smoke-conditioned 64)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
     assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction: last stored time "

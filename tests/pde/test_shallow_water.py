@@ -9,7 +9,6 @@ import pytest
 import scipy.optimize
 
 from opformer.cli import main
-from opformer.data.generate import generate_file
 from opformer.data.store import read_fields, read_info
 from opformer.errors import ConfigError
 from opformer.pde.parallel import Stopped
@@ -107,11 +106,7 @@ def test_generated_samples_do_not_depend_on_chunks_batches_or_threads():
         generate_shallow_water(1, resolution=2)
 
 
-class Interrupt(Exception):
-    pass
-
-
-def test_opformer_generate_shallow_water_writes_a_self_describing_resumable_file(tmp_path, capsys):
+def test_opformer_generate_shallow_water_writes_a_self_describing_resumable_file(tmp_path, resume_after_interrupt):
     path = tmp_path / "swe.h5"
     assert main(["generate", "shallow-water", "--samples", "2", "--resolution", "16", "--out", str(path)]) == 0
     info = read_info(path)
@@ -122,15 +117,6 @@ def test_opformer_generate_shallow_water_writes_a_self_describing_resumable_file
     assert info.pde["grid"].startswith("cell-centred") and info.pde["bounds"] == [-2.5, 2.5]
     assert np.array_equal(fields, generate_shallow_water(2, resolution=16)[0])
 
-    calls = []
-
-    def stop_after_one_chunk(count: int) -> None:
-        calls.append(count)
-        raise Interrupt
-
     resumed = tmp_path / "resumed.h5"
-    with pytest.raises(Interrupt):
-        generate_file("shallow-water", resumed, 2, chunk=1, progress=stop_after_one_chunk, resolution=16)
-    solved = []
-    generate_file("shallow-water", resumed, 2, chunk=1, progress=solved.append, resolution=16)
-    assert calls == [1] and solved == [1, 1] and np.array_equal(read_fields(resumed, slice(None)), fields)
+    assert resume_after_interrupt("shallow-water", resumed, 2, chunk=1, resolution=16) == [1, 1]
+    assert np.array_equal(read_fields(resumed, slice(None)), fields)

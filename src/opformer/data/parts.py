@@ -2,8 +2,9 @@
 
 Chunks live in the hidden folder ``.<out name>.parts/`` next to the output file: ``key.json`` (the settings that
 produced them), ``meta.json`` (the solver's metadata) and one ``<first sample>.npy`` per chunk, each written to a
-temporary name and renamed. A rerun with the same settings reuses the chunks; with other settings it starts
-over. The folder is removed once the output file is written.
+temporary name and renamed; a chunk whose metadata lists values per sample (``meta["pde"]["per_sample"]``) keeps
+them in ``<first sample>.json``, written before its array. A rerun with the same settings reuses the chunks; with
+other settings it starts over. The folder is removed once the output file is written.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Any
 import numpy as np
 
 from opformer.io import atomic_replace, write_atomic
+
+#: The key of ``settings["pde"]`` holding values drawn per sample (``{name: [value per sample]}``).
+PER_SAMPLE = "per_sample"
 
 
 class SampleParts:
@@ -42,15 +46,23 @@ class SampleParts:
         return np.load(path, allow_pickle=False) if path.exists() else None
 
     def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
-        """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk)."""
+        """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk but
+        its per-sample values)."""
+        if PER_SAMPLE in meta["pde"]:
+            write_atomic(self._chunk(first).with_suffix(".json"), json.dumps(meta["pde"][PER_SAMPLE]))
         with atomic_replace(self._chunk(first)) as tmp, open(tmp, "wb") as f:
             np.save(f, array, allow_pickle=False)
         if not (self.folder / "meta.json").exists():
             write_atomic(self.folder / "meta.json", json.dumps(meta))
 
     def meta(self) -> dict[str, Any]:
-        """The solver metadata stored with the chunks."""
-        return json.loads((self.folder / "meta.json").read_text())
+        """The solver metadata stored with the chunks, per-sample values joined over the chunks in sample order."""
+        meta = json.loads((self.folder / "meta.json").read_text())
+        if PER_SAMPLE in meta["pde"]:
+            chunks = [json.loads(path.with_suffix(".json").read_text()) for path in sorted(self.folder.glob("*.npy"))]
+            meta["pde"][PER_SAMPLE] = {key: [value for chunk in chunks for value in chunk[key]]
+                                       for key in meta["pde"][PER_SAMPLE]}
+        return meta
 
     def remove(self) -> None:
         """Delete the chunk folder."""

@@ -11,6 +11,8 @@ generators also with ``first=``, the first sample of a resumable chunk) and retu
 ``(inputs, targets, settings)`` (kind ``OPERATOR``: arrays ``(sample, *grid)``) or ``(fields, settings)``
 (kind ``TRAJECTORY``: ``(sample, time, *grid, channel)``, ``settings["pde"]`` holding ``length``, ``times``
 and ``channels``); ``settings`` is the JSON-serialisable ``{"pde": ..., "solver": ...}`` stored in the file.
+A trajectory generator may list values drawn per sample in ``settings["pde"]["per_sample"]`` (``{name: [one
+value per sample]}``); the chunks of a resumable run are joined in sample order (``data.parts``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from opformer.pde.kolmogorov import generate_kolmogorov
 from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
 from opformer.pde.shallow_water import generate_shallow_water
+from opformer.pde.smoke import generate_smoke, generate_smoke_conditioned
 
 #: Data kinds, as the stored file's ``kind`` attribute names them.
 OPERATOR, TRAJECTORY = "operator", "trajectory"
@@ -152,6 +155,14 @@ PDES = {
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
         flags=("t_final", "dt"), grid=CELLS, chunk=16),
+    "smoke": PDE(
+        generate_smoke, TRAJECTORY, "buoyant smoke in a closed [0, 32]^2 box (PDEArena NS, b = 0.5, 14 frames), "
+        "smoke, vx, vy at cell centres", flags=("solve_resolution",), shown={"solve_resolution": "the storage grid"},
+        grid=CELLS, chunk=16),
+    "smoke-conditioned": PDE(
+        generate_smoke_conditioned, TRAJECTORY, "as smoke with b ~ U(0.2, 0.5) per trajectory, stored in the "
+        "settings (PDEArena NS-cond, 56 frames)", flags=("solve_resolution",),
+        shown={"solve_resolution": "the storage grid"}, grid=CELLS, chunk=16),
 }
 
 
