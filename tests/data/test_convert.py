@@ -9,6 +9,7 @@ from opformer.cli import main
 from opformer.data import convert
 from opformer.data.readers import source
 from opformer.data.store import read_arrays, read_fields, read_info
+from opformer.data.trajectories import load_trajectories
 
 
 def run(capsys, *argv):
@@ -105,3 +106,12 @@ def test_nan_midway_leaves_nothing(tmp_path, monkeypatch, layouts):
     with pytest.raises(convert.DataError, match=r"'/0002/data' holds NaN or Inf \(first in sample 2\)"):
         convert.convert_file("pdebench-2d", path, tmp_path / "out.h5")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["swe.h5"]
+
+
+def test_converted_pdebench_cells_coarsen_to_cell_means(tmp_path, layouts):
+    data = np.random.default_rng(2).normal(size=(4, 3, 8, 8, 2))
+    written, _ = convert.convert_file("pdebench-2d", layouts.pdebench_2d(tmp_path / "dr.h5", data, -1, 1),
+                                      tmp_path / "out.h5")
+    coarse = load_trajectories(written, "train", n_train=2, n_val=1, n_test=1, resolution=4).fields.numpy()
+    means = data[:2].reshape(2, 3, 4, 2, 4, 2, 2).mean(axis=(3, 5))  # each coarse cell: the mean of 2 x 2 cells
+    np.testing.assert_allclose(coarse, means, rtol=1e-5, atol=1e-6)
