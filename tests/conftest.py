@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import h5py
 import numpy as np
 import pytest
+import scipy.io
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -223,3 +225,75 @@ def _interrupted_then_resumed(pde: str, out, samples: int, **flags) -> list[int]
 def resume_after_interrupt():
     """``resume_after_interrupt(pde, out, samples, chunk=..., **flags)``: an interrupted, then resumed generation."""
     return _interrupted_then_resumed
+
+
+# The published data-set layouts that `opformer convert` reads, written as their authors' code writes them.
+MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 ."
+
+
+def write_fno_v5(path, u, a):
+    """FNO's .mat saved as version 5: u (N, X, Y, T), a (N, X, Y), t (1, T)."""
+    scipy.io.savemat(path, {"u": u, "a": a, "t": np.arange(1, u.shape[-1] + 1, dtype=np.float64)[None]})
+    return path
+
+
+def write_fno_v73(path, u, a):
+    """What MATLAB's save -v7.3 writes: HDF5 behind a 512-byte header, each array's axes reversed."""
+    with h5py.File(path, "w", userblock_size=512) as f:
+        for key, value in (("u", u), ("a", a)):
+            f.create_dataset(key, data=value.transpose(tuple(range(value.ndim))[::-1]))
+            f[key].attrs["MATLAB_class"] = np.bytes_("single")
+    with open(path, "r+b") as f:
+        f.write(MATLAB_HEADER)
+    return path
+
+
+def cell_centres(lower, upper, n):
+    """Cell centres of n equal cells of [lower, upper], as PDEBench stores them (float32)."""
+    return (lower + (np.arange(n) + 0.5) * (upper - lower) / n).astype(np.float32)
+
+
+def write_pdebench_cfd(path, fields, t_final=1.25):
+    """fields (4, N, T, X, Y) as top-level Vx, Vy, density, pressure; t-coordinate with one entry more than T."""
+    _, _, frames, nx, ny = fields.shape
+    with h5py.File(path, "w") as f:
+        for key, values in zip(("Vx", "Vy", "density", "pressure"), fields):
+            f[key] = values.astype(np.float32)
+        f["t-coordinate"] = np.linspace(0, t_final, frames + 1).astype(np.float32)
+        f["x-coordinate"], f["y-coordinate"] = cell_centres(0, 1, nx), cell_centres(0, 1, ny)
+    return path
+
+
+def write_pdebench_2d(path, data, lower, upper, t_final=5.0):
+    """data (N, T, X, Y, C) as groups 0000.. each with data (T, X, Y, C) and grid/x, grid/y, grid/t."""
+    _, frames, nx, ny, _ = data.shape
+    with h5py.File(path, "w") as f:
+        for i, sample in enumerate(data):
+            group = f.create_group(f"{i:04d}")
+            group["data"] = sample.astype(np.float32)
+            group["grid/x"], group["grid/y"] = cell_centres(lower, upper, nx), cell_centres(lower, upper, ny)
+            group["grid/t"] = np.linspace(0, t_final, frames).astype(np.float32)
+    return path
+
+
+def write_pdearena(path, fields, buoyancy, splits=("train",)):
+    """As PDEArena's pdedatagen/navier_stokes.py: per split group u, vx, vy (N, T, X, Y) from fields (3, N, T, X, Y),
+    t (N, T), x (N, X) = linspace(0, 32, X), y (N, Y), buo_y (N,)."""
+    _, n, frames, nx, ny = fields.shape
+    with h5py.File(path, "w") as f:
+        for name in splits:
+            group = f.create_group(name)
+            for key, values in zip(("u", "vx", "vy"), fields):
+                group[key] = values
+            group["t"] = np.tile(np.linspace(18, 102, frames), (n, 1))
+            group["x"] = np.tile(np.linspace(0, 32, nx), (n, 1))
+            group["y"] = np.tile(np.linspace(0, 32, ny), (n, 1))
+            group["buo_y"] = np.asarray(buoyancy, dtype=np.float64)
+    return path
+
+
+@pytest.fixture
+def layouts():
+    """The writers of the published layouts: ``layouts.fno_v5(path, u, a)``, ``layouts.pdearena(...)``, ..."""
+    return SimpleNamespace(fno_v5=write_fno_v5, fno_v73=write_fno_v73, pdebench_cfd=write_pdebench_cfd,
+                           pdebench_2d=write_pdebench_2d, pdearena=write_pdearena)

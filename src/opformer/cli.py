@@ -20,6 +20,7 @@ EXAMPLES = {
     "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
                 "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
+    "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200",
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
              "  opformer train --resume runs/gt\n"
              "  opformer train configs/burgers/gt.yaml --out runs/gt2 --nproc 2",
@@ -62,6 +63,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
         path = generate_file(args.pde, args.out, args.samples, seed=args.seed, progress=bar.update, **flags)
     print(f"wrote {args.samples} samples to {path}")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from opformer.data.convert import convert_file
+    from opformer.data.readers.registry import OPTIONS
+
+    _output_path("--out", args.out, force=args.force, folders=True)
+    path, count = convert_file(args.format, args.src, args.out, samples=args.samples,
+                               **{name: getattr(args, name) for name in OPTIONS})
+    print(f"wrote {count} samples to {path}")
     return 0
 
 
@@ -274,6 +286,19 @@ def build_parser() -> argparse.ArgumentParser:
     for name, flag in FLAGS.items():
         p.add_argument(dashed(name), type=flag.type, default=None, help=flag_help(name))
     p.set_defaults(func=cmd_generate)
+
+    from opformer.data.readers.registry import OPTIONS, READERS, option_help
+
+    p = add("convert", "Convert a published data set to opformer's HDF5 format.")
+    p.add_argument("format", choices=sorted(READERS), help="the file's layout: " + "; ".join(
+        f"{name}, {reader.summary}" for name, reader in READERS.items()))
+    p.add_argument("src", help="the published file")
+    p.add_argument("--out", required=True, help="HDF5 file to write")
+    p.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    for name in OPTIONS:
+        p.add_argument(f"--{name}", default=None, help=option_help(name))
+    p.set_defaults(func=cmd_convert)
 
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")
     p.add_argument("config", nargs="?", help="YAML run config")

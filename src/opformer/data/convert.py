@@ -1,0 +1,77 @@
+"""Convert a published data set (a layout of :mod:`opformer.data.readers.registry`) to opformer's format.
+
+The reader is asked for samples in chunks of about ``CHUNK_BYTES`` (time-major files: a frame of every sample
+at a time); they go to a scratch file beside the output (a memory map, removed afterwards), which the store's
+writer then writes atomically. Memory therefore holds about one chunk (plus, for formats that cannot be read in
+parts — v5 ``.mat``, ``.pt``, ``.npz`` — the reader's whole file), and the disk needs room for the output twice
+while converting.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opformer.data.readers.registry import open_source
+from opformer.data.readers.source import OPERATOR, Source
+from opformer.data.store import write_operator_dataset, write_trajectory_dataset
+from opformer.errors import ConfigError, DataError
+from opformer.io import atomic_path
+
+#: The seed of a converted file: unknown (the data were drawn by someone else's code).
+UNKNOWN_SEED = -1
+
+
+def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *, samples: int | None = None,
+                 **options: Any) -> tuple[Path, int]:
+    """Read ``src`` in the published ``layout`` and write its first ``samples`` samples (default all) to ``out``;
+    returns the path and the number of samples written. ``options``: the layout's options (``None``: not given).
+    A wrong or truncated file is a one-line DataError and nothing is written."""
+    source = open_source(layout, src, options)
+    if samples is not None and not 1 <= samples <= source.samples:
+        raise ConfigError(f"--samples {samples}: expected 1 to {source.samples} (the samples in {src})")
+    count = source.samples if samples is None else samples
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = [atomic_path(out, ".scratch") for _ in source.shapes]
+    try:
+        arrays = [np.memmap(path, np.float32, "w+", shape=(count, *shape))
+                  for path, shape in zip(scratch, source.shapes)]
+        if source.read_frame is not None:
+            _copy_frames(source, arrays[0])
+        else:
+            _copy_samples(source, arrays, src)
+        pde = {**source.pde, **{key: values[:count].tolist() for key, values in source.per_sample.items()}}
+        solver = {"name": "not recorded: converted from a published file", "converted_from": Path(src).name,
+                  "layout": layout, **source.solver}
+        common = {"pde": pde, "solver": solver, "domain": source.domain, "seed": UNKNOWN_SEED}
+        if source.kind == OPERATOR:
+            path = write_operator_dataset(out, arrays[0], arrays[1], input_channels=source.channels[0],
+                                          target_channels=source.channels[1], **common)
+        else:
+            path = write_trajectory_dataset(out, arrays[0], source.times, channels=source.channels[0], **common)
+    finally:
+        for tmp in scratch:
+            tmp.unlink(missing_ok=True)
+    return path, count
+
+
+def _copy_samples(source: Source, arrays: list[np.ndarray], src: str | os.PathLike) -> None:
+    """Fill ``arrays`` (the first ``len(arrays[0])`` samples) with the reader's samples, a chunk at a time."""
+    count, step = len(arrays[0]), source.chunk()
+    for start in range(0, count, step):
+        stop = min(count, start + step)
+        for array, block in zip(arrays, source.read(start, stop)):
+            if block.shape != array[start:stop].shape:
+                raise DataError(f"{src}: samples {start}..{stop - 1} have shape {block.shape[1:]}, expected "
+                                f"{array.shape[1:]}")
+            array[start:stop] = block
+
+
+def _copy_frames(source: Source, fields: np.ndarray) -> None:
+    """Fill ``fields`` ``(count, time, ...)`` a frame of every sample at a time (time-major files)."""
+    for t in range(fields.shape[1]):
+        fields[:, t] = source.read_frame(t, len(fields))

@@ -1,0 +1,128 @@
+"""The layouts ``opformer convert`` reads: one entry per family, the only place the CLI learns of them.
+
+An entry names the reader (a function ``read(path, **options) -> Source`` of a module in this package), a
+one-line summary and the options it takes; the CLI's choices, its options' help and the "only used by" errors
+follow. Adding a layout is one module with its reader and one entry in ``READERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opformer.errors import ConfigError
+from opformer.grids import GRID_KINDS
+from opformer.data.readers.arrays import read_arrays
+from opformer.data.readers.fno_mat import read_fno_mat
+from opformer.data.readers.neuraloperator import read_neuraloperator
+from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
+from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
+from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _lengths(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in _names(text)]
+    except ValueError:
+        raise ConfigError(f"--lengths {text}: expected comma-separated numbers, one per spatial axis") from None
+    if not values:
+        raise ConfigError(f"--lengths {text}: expected one length per spatial axis")
+    return values
+
+
+def _grid(text: str) -> list[str]:
+    kinds = _names(text)
+    if not kinds or any(kind not in GRID_KINDS for kind in kinds):
+        raise ConfigError(f"--grid {text}: expected {'|'.join(GRID_KINDS)}, one for every axis or one per axis")
+    return kinds
+
+
+def _choice(option: str, choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ConfigError(f"--{option} {text}: expected one of {', '.join(choices)}")
+        return text
+    return parse
+
+
+@dataclass(frozen=True)
+class Option:
+    """A setting ``opformer convert`` takes as ``--name``: what it sets (the layouts taking it are prefixed in the
+    help, see :func:`option_help`) and how its text becomes the reader's value."""
+
+    help: str
+    parse: Callable[[str], Any] = str
+
+
+#: Every reader-specific option, in the order of the CLI's help.
+OPTIONS = {
+    "split": Option(f"the file's split group, {'|'.join(SPLITS)} (default: the one it holds)",
+                    _choice("split", SPLITS)),
+    "kind": Option(f"{OPERATOR} (input/target pairs, default) or {TRAJECTORY}",
+                   _choice("kind", (OPERATOR, TRAJECTORY))),
+    "keys": Option("the .npz arrays, INPUT,TARGET (default x,y or input,target) or FIELDS[,TIMES] "
+                   "(default fields or u; times or t if present)", _names),
+    "target": Option("the .npy file of targets when SRC is a .npy of inputs", Path),
+    "lengths": Option("the domain's length along each spatial axis, comma-separated; "
+                      "their number is the number of spatial axes (default 1,1)", _lengths),
+    "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
+                   "periodic, neuraloperator nodes)", _grid),
+}
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes."""
+
+    read: Callable[..., Source]
+    summary: str
+    options: tuple[str, ...] = ()
+
+
+#: ``opformer convert FORMAT``: every layout.
+READERS = {
+    "fno-mat": Reader(read_fno_mat, "FNO's Navier-Stokes .mat (v5 or v7.3): a, u -> vorticity at t = 0..T"),
+    "pdebench-cfd": Reader(read_pdebench_cfd, "PDEBench 2D CFD .hdf5: Vx, Vy, density, pressure (periodic)"),
+    "pdebench-2d": Reader(read_pdebench_2d, "PDEBench 2D diffusion-reaction (u, v) or shallow-water (h) .h5, "
+                          "groups 0000.. (cell centres)"),
+    "pdearena-ns": Reader(read_pdearena_ns, "PDEArena NavierStokes2D .h5: smoke, vx, vy on [0, 32]^2 (cells)",
+                          ("split",)),
+    "neuraloperator": Reader(read_neuraloperator, "neuraloperator .pt dict of tensors x, y (e.g. Darcy 16x16)",
+                             ("lengths", "grid")),
+    "arrays": Reader(read_arrays, ".npz or .npy input/target arrays or trajectories, domain from --lengths/--grid",
+                     ("kind", "keys", "target", "lengths", "grid")),
+}
+
+
+def users(option: str) -> list[str]:
+    """The layouts that take ``option``, in registry order."""
+    return [name for name, reader in READERS.items() if option in reader.options]
+
+
+def option_help(option: str) -> str:
+    """The CLI help of ``option``: the layouts that take it, then what it sets."""
+    return f"{', '.join(users(option))}: {OPTIONS[option].help}"
+
+
+def open_source(name: str, path: str | Path, options: dict[str, Any]) -> Source:
+    """The reader ``name`` applied to ``path`` with ``options`` (``None``: not given; text is parsed); an
+    unknown layout or an option the layout does not take is a one-line ConfigError."""
+    if name not in READERS:
+        raise ConfigError(f"format {name!r}: expected one of {', '.join(READERS)}")
+    reader = READERS[name]
+    values = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key not in OPTIONS:
+            raise ConfigError(f"{key}: not an option of opformer convert (expected one of {', '.join(OPTIONS)})")
+        if key not in reader.options:
+            raise ConfigError(f"--{key}: only used by {', '.join(users(key))} (not by {name})")
+        values[key] = OPTIONS[key].parse(value) if isinstance(value, str) else value
+    return reader.read(Path(path), **values)

@@ -1,0 +1,60 @@
+"""FNO .mat files, v5 (scipy) and v7.3 (HDF5 with reversed axes), written in the published layouts."""
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+
+from opformer.data.readers.fno_mat import read_fno_mat
+from opformer.errors import DataError
+
+N, X, Y, T = 3, 6, 4, 5  # X != Y: a swapped pair of axes changes the shape
+
+
+def fno_arrays(seed: int = 0):
+    """u (N, X, Y, T) random, a (N, X, Y) = the x index (a field that varies along x only) + 100 * sample."""
+    u = np.random.default_rng(seed).normal(size=(N, X, Y, T)).astype(np.float32)
+    a = (np.arange(X)[None, :, None] + 100 * np.arange(N)[:, None, None] + 0 * np.arange(Y)).astype(np.float32)
+    return u, a
+
+
+@pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
+def test_frames_land_at_their_sample_time_and_place(tmp_path, layouts, version):
+    u, a = fno_arrays()
+    source = read_fno_mat(getattr(layouts, version)(tmp_path / "ns.mat", u, a))
+    (fields,) = source.read(0, N)
+    assert fields.shape == (N, T + 1, X, Y, 1) and source.shapes == ((T + 1, X, Y, 1),)
+    np.testing.assert_array_equal(fields[:, 1:, ..., 0], u.transpose(0, 3, 1, 2))  # u[n, i, j, t] at frame t + 1
+    np.testing.assert_array_equal(fields[:, 0, ..., 0], a)
+    np.testing.assert_array_equal(fields[1, 0, :, 2, 0], 100 + np.arange(X))  # x stays the first spatial axis
+    np.testing.assert_array_equal(source.times, np.arange(T + 1))
+    assert source.domain == {"lengths": [1.0, 1.0], "periodic": [True, True], "grid": ["periodic", "periodic"]}
+    assert source.channels == (["vorticity"],)
+    (part,) = source.read(1, 3)
+    np.testing.assert_array_equal(part, fields[1:3])
+
+
+@pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
+def test_a_misshapen_array_or_nan_is_named(tmp_path, layouts, version):
+    u, a = fno_arrays()
+    with pytest.raises(DataError, match="'u'.*'a'.*do not match"):
+        read_fno_mat(getattr(layouts, version)(tmp_path / "bad.mat", u, a[:, :, :2]))
+    u[1, 2, 3, 4] = np.nan
+    with pytest.raises(DataError, match=r"'u' holds NaN or Inf \(first in sample 1\)"):
+        read_fno_mat(getattr(layouts, version)(tmp_path / "nan.mat", u, a)).read(0, N)
+
+
+def test_missing_key_and_truncated_files(tmp_path, layouts):
+    scipy.io.savemat(tmp_path / "no_a.mat", {"u": fno_arrays()[0]})
+    with pytest.raises(DataError, match="missing variable 'a'"):
+        read_fno_mat(tmp_path / "no_a.mat")
+    with h5py.File(tmp_path / "no_u.mat", "w") as f:
+        f["a"] = np.zeros((Y, X, N))
+    with pytest.raises(DataError, match="missing dataset '/u'"):
+        read_fno_mat(tmp_path / "no_u.mat")
+    for writer in (layouts.fno_v5, layouts.fno_v73):
+        path = writer(tmp_path / "whole.mat", *fno_arrays())
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        with pytest.raises(DataError, match="whole.mat: not a readable"):
+            read_fno_mat(path).read(0, N)
