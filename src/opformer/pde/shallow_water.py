@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from opformer.errors import ConfigError
-from opformer.pde.finite_volume import march_frames, muscl_faces
+from opformer.pde.finite_volume import march_frames, muscl_faces, ssp_rk2_step
 from opformer.pde.navier_stokes import check_positive, frame_times, solve_samples
 from opformer.pde.parallel import thread_map
 
@@ -93,7 +93,7 @@ def solve_shallow_water(state: np.ndarray, times: np.ndarray, dx: float, dy: flo
             raise ConfigError(f"the depth is no longer positive and finite at t={t:g}")
 
     return march_frames(state, times, lambda state: cfl_step(state, dx, dy, g, cfl),
-                        lambda state: tendency(state, dx, dy, g), check, stop)
+                        lambda state, dt: ssp_rk2_step(state, dt, lambda q: tendency(q, dx, dy, g)), check, stop)
 
 
 def dam_break_state(radii: np.ndarray, n: int) -> np.ndarray:
