@@ -24,6 +24,7 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.pde.burgers import generate_burgers
+from opformer.pde.compressible_ns import generate_compressible_ns
 from opformer.pde.darcy import generate_darcy
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction
 from opformer.pde.kolmogorov import generate_kolmogorov
@@ -61,6 +62,10 @@ FLAGS = {
                              "a multiple of the stored resolution {resolution}",
                              lambda value, resolution: value % resolution == 0),
     "dt": Flag(float, "the solver's largest time step", "a positive time step", lambda value, resolution: value > 0),
+    "mach": Flag(float, "Mach number of the initial velocity (its mean magnitude over the sound speed)",
+                 "a positive Mach number", lambda value, resolution: value > 0),
+    "eta": Flag(float, "shear and bulk viscosity (zeta = eta), PDEBench's convention", "a non-negative viscosity",
+                lambda value, resolution: value >= 0),
 }
 
 
@@ -151,6 +156,10 @@ PDES = {
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
         flags=("t_final", "dt"), periodic=False, chunk=16),
+    "compressible-ns": PDE(
+        generate_compressible_ns, TRAJECTORY,
+        "compressible Navier-Stokes vx, vy, density, pressure on the periodic (0, 1)^2 (PDEBench 2D CFD Rand)",
+        flags=("mach", "eta", "t_final"), chunk=16),
 }
 
 
