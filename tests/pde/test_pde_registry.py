@@ -21,6 +21,7 @@ DEFAULTS = {
     "turbulence3d": {"resolution": 32, "t_final": 1.0},
     "shallow-water": {"resolution": 64},
     "diffusion-reaction": {"resolution": 64, "t_final": 5.0, "dt": 2.5e-3},
+    "compressible-ns": {"resolution": 64, "mach": 1.0, "eta": 0.1, "t_final": 1.0},
     "smoke": {"resolution": 64, "solve_resolution": None},
     "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
 }
@@ -48,12 +49,13 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert ("stored grid points per axis (default: burgers 8192; darcy 421 nodes, boundary included; "
-            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64; smoke 64; "
-            "smoke-conditioned 64)") in text
+            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64; "
+            "compressible-ns 64; smoke 64; smoke-conditioned 64)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
-    assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction: last stored time "
-                                    "(default: navier-stokes 50; kolmogorov 10; turbulence3d 1; diffusion-reaction 5)")
+    assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction, compressible-ns: "
+                                    "last stored time (default: navier-stokes 50; kolmogorov 10; turbulence3d 1; "
+                                    "diffusion-reaction 5; compressible-ns 1)")
     assert "--dt DT diffusion-reaction: the solver's largest time step (default: 0.0025)" in text
 
 
@@ -96,6 +98,8 @@ def test_darcy_nu_names_the_flag_and_its_pde(capsys, tmp_path):
     ("turbulence3d", {"resolution": 7}, "--resolution 7: expected an even number of grid points >= 8"),
     ("burgers", {"viscosity": -1.0}, "--viscosity -1.0: expected a positive viscosity"),
     ("darcy", {"workers": 0}, "--workers 0: expected a positive number of worker processes"),
+    ("compressible-ns", {"mach": 0.0}, "--mach 0.0: expected a positive Mach number"),
+    ("compressible-ns", {"eta": -0.1}, "--eta -0.1: expected a non-negative viscosity"),
     ("kolmogorov", {"resolution": 16, "solve_resolution": 24},
      "--solve-resolution 24: expected a multiple of the stored resolution 16"),
     ("heat", {}, "pde 'heat': expected one of burgers, darcy, navier-stokes, kolmogorov, turbulence3d, shallow-water"),

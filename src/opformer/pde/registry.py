@@ -27,6 +27,7 @@ import numpy as np
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, NODES, PERIODIC
 from opformer.pde.burgers import generate_burgers
+from opformer.pde.compressible_ns import generate_compressible_ns
 from opformer.pde.darcy import generate_darcy
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction
 from opformer.pde.kolmogorov import generate_kolmogorov
@@ -65,6 +66,10 @@ FLAGS = {
                              "a multiple of the stored resolution {resolution}",
                              lambda value, resolution: value % resolution == 0),
     "dt": Flag(float, "the solver's largest time step", "a positive time step", lambda value, resolution: value > 0),
+    "mach": Flag(float, "Mach number of the initial velocity (its mean magnitude over the sound speed)",
+                 "a positive Mach number", lambda value, resolution: value > 0),
+    "eta": Flag(float, "shear and bulk viscosity (zeta = eta), PDEBench's convention", "a non-negative viscosity",
+                lambda value, resolution: value >= 0),
 }
 
 
@@ -155,6 +160,10 @@ PDES = {
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
         flags=("t_final", "dt"), grid=CELLS, chunk=16),
+    "compressible-ns": PDE(
+        generate_compressible_ns, TRAJECTORY,
+        "compressible Navier-Stokes vx, vy, density, pressure on the periodic (0, 1)^2 (PDEBench 2D CFD Rand)",
+        flags=("mach", "eta", "t_final"), chunk=16),
     "smoke": PDE(
         generate_smoke, TRAJECTORY, "buoyant smoke in a closed [0, 32]^2 box (PDEArena NS, b = 0.5, 14 frames), "
         "smoke, vx, vy at cell centres", flags=("solve_resolution",), shown={"solve_resolution": "the storage grid"},

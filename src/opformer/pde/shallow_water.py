@@ -7,7 +7,8 @@
 Finite volume on a cell-centred grid: MUSCL reconstruction of the primitive variables ``(h, u, v)`` with the
 MC limiter, the HLL flux with Einfeldt's wave speeds, SSP-RK2 (Heun) in time. Extrapolation (zero-gradient,
 transmissive) boundaries: two ghost cells copy the edge cell. Each sample takes its own CFL-limited steps, so
-a sample's solution does not depend on the others solved beside it; docs/solvers.md.
+a sample's solution does not depend on the others solved beside it. The reconstruction, SSP-RK2 and the march
+to the frame times are ``opformer.pde.finite_volume``'s; docs/solvers.md.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any, Callable
 import numpy as np
 
 from opformer.errors import ConfigError
+from opformer.pde.finite_volume import march_frames, muscl_faces, ssp_rk2_step
 from opformer.pde.navier_stokes import check_positive, frame_times, solve_samples
-from opformer.pde.parallel import check_stop, thread_map
+from opformer.pde.parallel import thread_map
 
 #: PDEBench SWE (``2D_rdb_NA_NA.h5``): domain (-2.5, 2.5)^2, g = 1, depth 2 inside a circle of radius
 #: r ~ U(0.3, 0.7) about the origin (cell centres with distance <= r), 1 outside, at rest; t in [0, 1].
@@ -30,19 +32,6 @@ DAM = {"h_inside": 2.0, "h_outside": 1.0, "radius_low": 0.3, "radius_high": 0.7,
 #: forward-Euler MUSCL step with a limiter of slope ratio <= 2 (MC) is TVD for a CFL number <= 1/2, and
 #: SSP-RK2 keeps that bound.
 CFL = 0.45
-
-
-def mc_slope(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """The monotonised-central limited slope of the one-sided differences ``left`` and ``right``."""
-    slope = np.minimum(np.minimum(2.0 * np.abs(left), 2.0 * np.abs(right)), 0.5 * np.abs(left + right))
-    return np.where(left * right > 0.0, np.sign(left) * slope, 0.0)
-
-
-def _faces(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """MUSCL states either side of the ``n + 1`` faces along the last axis of ``q`` (``n`` cells + 2 ghosts a side)."""
-    d = np.diff(q, axis=-1)
-    s = mc_slope(d[..., :-1], d[..., 1:])  # cells 1 .. n + 2 of the padded axis
-    return q[..., 1:-2] + 0.5 * s[..., :-1], q[..., 2:-1] - 0.5 * s[..., 1:]
 
 
 def hll_flux(left: np.ndarray, right: np.ndarray, g: float) -> np.ndarray:
@@ -68,7 +57,7 @@ def hll_flux(left: np.ndarray, right: np.ndarray, g: float) -> np.ndarray:
 def _flux_difference(primitive: np.ndarray, g: float) -> np.ndarray:
     """``F(i + 1/2) - F(i - 1/2)`` along the last axis of ``primitive`` ``(h, normal, tangential velocity)``."""
     padded = np.pad(primitive, [(0, 0)] * (primitive.ndim - 1) + [(2, 2)], mode="edge")
-    return np.diff(hll_flux(*_faces(padded), g), axis=-1)
+    return np.diff(hll_flux(*muscl_faces(padded), g), axis=-1)
 
 
 def tendency(state: np.ndarray, dx: float, dy: float, g: float = GRAVITY) -> np.ndarray:
@@ -89,39 +78,22 @@ def cfl_step(state: np.ndarray, dx: float, dy: float, g: float = GRAVITY, cfl: f
     return cfl / (speed_x / dx + speed_y / dy)
 
 
-def ssp_rk2_step(state: np.ndarray, dt: np.ndarray, dx: float, dy: float, g: float = GRAVITY) -> np.ndarray:
-    """One SSP-RK2 (Heun) step of ``dt`` (one per sample; 0 leaves a sample exactly as it is)."""
-    dt = dt[:, None, None]
-    stage = state + dt * tendency(state, dx, dy, g)
-    return 0.5 * (state + stage + dt * tendency(stage, dx, dy, g))
-
-
 def solve_shallow_water(state: np.ndarray, times: np.ndarray, dx: float, dy: float, g: float = GRAVITY,
                         cfl: float = CFL, stop: threading.Event | None = None) -> tuple[np.ndarray, int]:
     """Frames ``(len(times), 3, batch, nx, ny)`` (float64) of ``h, hu, hv`` from ``state`` at t = 0; the steps taken.
 
     ``state`` is ``(3, batch, nx, ny)`` on the cell-centred grid of spacings ``dx``, ``dy``. Each sample steps by
-    ``cfl_step``, shortened so that the remaining time to the next frame is split into equal steps: steps land
-    exactly on the frame times. ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` if
-    a depth stops being positive and finite.
+    ``cfl_step``, shortened so that the steps land exactly on the frame times (``finite_volume.march_frames``).
+    ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` if a depth stops being positive
+    and finite.
     """
-    state = np.array(state, dtype=np.float64)
-    t = np.zeros(state.shape[1])
-    frames = np.empty((len(times), *state.shape))
-    steps = 0
-    for index, target in enumerate(times):
-        while np.any(t < target):
-            check_stop(stop)
-            remaining = target - t
-            count = np.ceil(remaining / cfl_step(state, dx, dy, g, cfl))
-            dt = np.where(remaining > 0.0, remaining / np.maximum(count, 1.0), 0.0)
-            state = ssp_rk2_step(state, dt, dx, dy, g)
-            t = np.where(count <= 1.0, target, t + dt)
-            steps += 1
+
+    def check(state: np.ndarray, t: float) -> None:
         if not np.all(state[0] > 0.0):
-            raise ConfigError(f"the depth is no longer positive and finite at t={target:g}")
-        frames[index] = state
-    return frames, steps
+            raise ConfigError(f"the depth is no longer positive and finite at t={t:g}")
+
+    return march_frames(state, times, lambda state: cfl_step(state, dx, dy, g, cfl),
+                        lambda state, dt: ssp_rk2_step(state, dt, lambda q: tendency(q, dx, dy, g)), check, stop)
 
 
 def dam_break_state(radii: np.ndarray, n: int) -> np.ndarray:
