@@ -2,6 +2,7 @@
 
 import math
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -15,33 +16,10 @@ from opformer.train.distributed import Context
 from opformer.validate import from_mapping
 
 
-def write_member(path, samples=6, frames=7, n=16, channels=1, grid="periodic", ndim=2, seed=0, kind="trajectory"):
-    """Random trajectories (sample i, frame t, channel c shifted by 100 i + 10 t + c) on a grid of the kind."""
-    rng = np.random.default_rng(seed)
-    shape = (samples, frames) + (n,) * ndim + (channels,)
-    fields = rng.normal(size=shape) * 0.01
-    fields += (100 * np.arange(samples)[:, None] + 10 * np.arange(frames)[None, :]).reshape(
-        samples, frames, *[1] * (ndim + 1)) + np.arange(channels)
-    domain = {"lengths": [1.0] * ndim, "periodic": [grid == "periodic"] * ndim, "grid": [grid] * ndim}
-    if kind != "trajectory":
-        from opformer.data.store import write_operator_dataset
-        return write_operator_dataset(path, fields[:, 0], fields[:, 1], pde={}, solver={}, domain=domain, seed=0,
-                                      input_channels=[f"c{i}" for i in range(channels)],
-                                      target_channels=[f"c{i}" for i in range(channels)])
-    return write_trajectory_dataset(path, fields, np.arange(frames) * 0.1, pde={"name": "toy"}, solver={},
-                                    domain=domain, seed=seed, channels=[f"c{i}" for i in range(channels)])
-
-
 def spec(paths, weights=None, **options):
     members = [MixtureMember(path=str(p), weight=w) for p, w in zip(paths, weights or [1.0] * len(paths))]
     defaults = dict(resolution=16, t_in=3, t_out=2, windows_per_epoch=40, n_train=4, n_val=1, n_test=1, seed=5)
     return MixtureSpec(members=members, **{**defaults, **options})
-
-
-@pytest.fixture
-def two(tmp_path):
-    """A 1-channel periodic 16^2 member and a 2-channel cell-centred 32^2 member."""
-    return [write_member(tmp_path / "a.h5"), write_member(tmp_path / "b.h5", n=32, channels=2, grid="cells", seed=1)]
 
 
 def chi_square(counts: torch.Tensor, probabilities: torch.Tensor) -> float:
@@ -50,8 +28,8 @@ def chi_square(counts: torch.Tensor, probabilities: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize("rule", ["weight", "weight_x_size"])
-def test_member_frequencies_follow_the_rule(tmp_path, rule):
-    paths = [write_member(tmp_path / f"m{i}.h5", samples=s, frames=f, n=8)
+def test_member_frequencies_follow_the_rule(tmp_path, member_writer, rule):
+    paths = [member_writer(tmp_path / f"m{i}.h5", samples=s, frames=f, n=8)
              for i, (s, f) in enumerate([(6, 7), (10, 6), (4, 12)])]
     weights = [1.0, 2.0, 5.0]
     members = [MixtureMember(path=str(p), weight=w, n_train=s - 2) for p, w, s in zip(paths, weights, (6, 10, 4))]
@@ -69,8 +47,8 @@ def test_member_frequencies_follow_the_rule(tmp_path, rule):
         assert set(mine[:, 1].tolist()) == set(range(n_train)) and set(mine[:, 2].tolist()) == set(range(starts))
 
 
-def test_batches_are_resized_padded_and_masked(two):
-    mixture = Mixture(spec(two))
+def test_batches_are_resized_padded_and_masked(toy_mixture):
+    mixture = Mixture(spec(toy_mixture))
     assert mixture.grid == (16, 16) and mixture.channels == 2
     draws = mixture.draws(0)
     context, future, mask, member = next(mixture.batches(0, 40))
@@ -85,38 +63,39 @@ def test_batches_are_resized_padded_and_masked(two):
     assert torch.allclose(frames[member == 1][..., 1], level[member == 1].float() + 1, atol=0.01)
 
 
-def test_training_grid_is_the_resized_member_and_validation_the_stored_one(two):
-    mixture = Mixture(spec(two))
+def test_training_grid_is_the_resized_member_and_validation_the_stored_one(toy_mixture):
+    mixture = Mixture(spec(toy_mixture))
     cells = mixture.members[1]
     stored, mask = mixture.stored_split(1, "val")
     assert stored.shape == (1, 7, 32, 32, 2) and mask.tolist() == [True, True]
-    raw = torch.from_numpy(__import__("h5py").File(two[1])["fields"][:4]).float()
+    with h5py.File(toy_mixture[1]) as f:
+        raw = torch.from_numpy(f["fields"][:4])
     assert torch.allclose(cells.train, raw.reshape(4, 7, 16, 2, 16, 2, 2).mean(dim=(3, 5)))  # cell means
     test, mask = mixture.stored_split(0, "test")
     assert test.shape == (1, 7, 16, 16, 2) and torch.all(test[..., 1] == 0) and mask.tolist() == [True, False]
     assert abs(float(test[..., 0].mean()) - (500 + 30)) < 0.01  # sample 5 (after 4 train + 1 val)
 
 
-def test_draws_are_reproducible_from_the_seed(two):
-    a, b = Mixture(spec(two)), Mixture(spec(two, seed=6))
+def test_draws_are_reproducible_from_the_seed(toy_mixture):
+    a, b = Mixture(spec(toy_mixture)), Mixture(spec(toy_mixture, seed=6))
     assert torch.equal(a.draws(3), a.draws(3))
     assert torch.equal(a.draws(3), a.draws(3, torch.Generator().manual_seed(5 + 3)))
     assert not torch.equal(a.draws(3), a.draws(4)) and not torch.equal(a.draws(3), b.draws(3))
     first = [torch.cat(t) for t in zip(*a.batches(2, 7))]
-    again = [torch.cat(t) for t in zip(*Mixture(spec(two)).batches(2, 7))]
+    again = [torch.cat(t) for t in zip(*Mixture(spec(toy_mixture)).batches(2, 7))]
     assert all(torch.equal(x, y) for x, y in zip(first, again))
 
 
-def test_data_parallel_rows_make_the_global_batch(two):
-    mixture = Mixture(spec(two))
+def test_data_parallel_rows_make_the_global_batch(toy_mixture):
+    mixture = Mixture(spec(toy_mixture))
     for batch in mixture.batches(1, 9):
         parts = [Context(torch.device("cpu"), rank, 2).shard(batch)[0] for rank in range(2)]
         for whole, *pieces in zip(batch, *parts):
             assert torch.equal(torch.cat(pieces), whole)
 
 
-def test_padding_never_enters_the_masked_loss(two):
-    context, future, mask, member = next(Mixture(spec(two)).batches(0, 40))
+def test_padding_never_enters_the_masked_loss(toy_mixture):
+    context, future, mask, member = next(Mixture(spec(toy_mixture)).batches(0, 40))
     pred = future + 0.1 * torch.randn(future.shape, generator=torch.Generator().manual_seed(0))
     clean = masked_relative_l2_per_sample(pred, future, mask)
     garbage = pred.clone()
@@ -134,8 +113,8 @@ def test_pad_channels():
     assert pad_channels(x, 1) is x
 
 
-def test_spec_from_a_mapping(two):
-    data = {"members": [{"path": str(two[0]), "weight": 2}, {"path": str(two[1]), "name": "cells"}],
+def test_spec_from_a_mapping(toy_mixture):
+    data = {"members": [{"path": str(toy_mixture[0]), "weight": 2}, {"path": str(toy_mixture[1]), "name": "cells"}],
             "resolution": [16, 16], "t_in": 3, "t_out": 2, "n_train": 4, "n_val": 1, "n_test": 1}
     mixture = Mixture(from_mapping(MixtureSpec, data, "mixture"))
     assert [m.name for m in mixture.members] == ["a", "cells"] and mixture.members[0].weight == 2.0
@@ -145,21 +124,21 @@ def test_spec_from_a_mapping(two):
         from_mapping(MixtureSpec, {**data, "sampling": "size"}, "mixture")
 
 
-def test_bad_members_are_one_line_errors(tmp_path, two):
-    write_member(tmp_path / "pairs.h5", kind="operator")
-    write_member(tmp_path / "line.h5", ndim=1)
-    write_member(tmp_path / "short.h5", frames=4)
+def test_bad_members_are_one_line_errors(tmp_path, member_writer, toy_mixture):
+    member_writer(tmp_path / "pairs.h5", kind="operator")
+    member_writer(tmp_path / "line.h5", ndim=1)
+    member_writer(tmp_path / "short.h5", frames=4)
     cases = [
-        ([two[0], tmp_path / "none.h5"], {}, DataError, r"mixture.members\[1\].path: .*none.h5: no such data file"),
-        ([two[0], tmp_path / "pairs.h5"], {}, DataError,
+        ([toy_mixture[0], tmp_path / "none.h5"], {}, DataError, r"mixture.members\[1\].path: .*none.h5: no such data file"),
+        ([toy_mixture[0], tmp_path / "pairs.h5"], {}, DataError,
          r"mixture.members\[1\].path: .*pairs.h5 is an operator data set; a mixture takes trajectory data sets"),
-        ([two[0], tmp_path / "line.h5"], {}, DataError, r"members\[1\].path: .*line.h5 is 1D but the first member is 2D"),
+        ([toy_mixture[0], tmp_path / "line.h5"], {}, DataError, r"members\[1\].path: .*line.h5 is 1D but the first member is 2D"),
         ([tmp_path / "short.h5"], {}, DataError,
          r"members\[0\].path: .*short.h5 has 4 frames per trajectory \(time stride 1\) but a window needs t_in 3 "
          r"\+ t_out 2"),
-        ([two[0]], {"n_train": 6}, DataError, r"members\[0\]: .*a.h5: holds 6 samples but the splits need 8"),
-        ([two[0], two[0]], {}, ConfigError, r"members\[1\].name: 'a' is the name of member 0 too"),
-        ([two[0]], {"resolution": [16, 16, 16]}, ConfigError, r"resolution: \[16, 16, 16\] gives 3 sizes but the "
+        ([toy_mixture[0]], {"n_train": 6}, DataError, r"members\[0\]: .*a.h5: holds 6 samples but the splits need 8"),
+        ([toy_mixture[0], toy_mixture[0]], {}, ConfigError, r"members\[1\].name: 'a' is the name of member 0 too"),
+        ([toy_mixture[0]], {"resolution": [16, 16, 16]}, ConfigError, r"resolution: \[16, 16, 16\] gives 3 sizes but the "
                                                                 r"members have 2 spatial axes"),
         ([], {}, ConfigError, "mixture.members: a mixture needs at least one member"),
     ]
@@ -180,6 +159,6 @@ def test_a_periodic_member_is_fourier_resized(tmp_path):
                           atol=1e-6)
 
 
-def test_an_epoch_is_one_window_per_training_trajectory_by_default(two):
-    mixture = Mixture(spec(two, windows_per_epoch=None))
+def test_an_epoch_is_one_window_per_training_trajectory_by_default(toy_mixture):
+    mixture = Mixture(spec(toy_mixture, windows_per_epoch=None))
     assert len(mixture.draws(0)) == 8 and mixture.steps_per_epoch(3) == 3
