@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import opformer.data.mixture as mixture_module
 from opformer.data.mixture import Mixture, MixtureMember, MixtureSpec, pad_channels
 from opformer.data.store import write_trajectory_dataset
 from opformer.errors import ConfigError, DataError
@@ -162,3 +163,11 @@ def test_a_periodic_member_is_fourier_resized(tmp_path):
 def test_an_epoch_is_one_window_per_training_trajectory_by_default(toy_mixture):
     mixture = Mixture(spec(toy_mixture, windows_per_epoch=None))
     assert len(mixture.draws(0)) == 8 and mixture.steps_per_epoch(3) == 3
+
+
+def test_members_are_read_and_resized_in_chunks(toy_mixture, monkeypatch):
+    whole = Mixture(spec(toy_mixture))
+    monkeypatch.setattr(mixture_module, "RESIZE_CHUNK", 3)  # 4 training trajectories: chunks of 3 and 1
+    chunked = Mixture(spec(toy_mixture))
+    for a, b in zip(whole.members, chunked.members):
+        assert a.train.shape[0] == 4 and torch.equal(a.train, b.train)

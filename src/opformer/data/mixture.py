@@ -122,10 +122,21 @@ def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str) ->
                       for split in ("train", "val"))
     except DataError as exc:
         raise DataError(f"{where}: {exc}") from None
-    fields = _read(info, train, spec.time_stride)
-    train_fields = torch.cat([resize(chunk, 2, grid, kinds) for chunk in fields.split(RESIZE_CHUNK)])
-    return LoadedMember(member_name(member), info, member.weight, sizes, train_fields.contiguous(),
+    return LoadedMember(member_name(member), info, member.weight, sizes, _read_resized(info, train, spec, grid),
                         _read(info, val, spec.time_stride))
+
+
+def _read_resized(info: DatasetInfo, samples: slice, spec: MixtureSpec, grid: tuple[int, ...]) -> torch.Tensor:
+    """Trajectories of a sample range resized to ``grid``, read and resized :data:`RESIZE_CHUNK` at a time (the
+    stored grid of the whole split is never in memory at once)."""
+    kinds = axis_kinds(info.domain)
+    frames = len(info.times[::spec.time_stride])
+    out = torch.empty(samples.stop - samples.start, frames, *grid, len(info.input_channels))
+    for start in range(samples.start, samples.stop, RESIZE_CHUNK):
+        chunk = slice(start, min(start + RESIZE_CHUNK, samples.stop))
+        out[chunk.start - samples.start:chunk.stop - samples.start] = resize(
+            _read(info, chunk, spec.time_stride), 2, grid, kinds)
+    return out
 
 
 def _read(info: DatasetInfo, samples: slice, time_stride: int) -> torch.Tensor:
