@@ -194,6 +194,16 @@ def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference)
     assert "opformer train: error: rank 1: boom in the test" in done.stderr.splitlines()
 
 
+def _two_processes_equal_one(tmp_path, config):
+    """Train ``config`` in 1 and in 2 processes: the same weights and metrics."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    for processes in (1, 2):
+        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
+        assert done.returncode == 0, done.stderr
+    _same_run(tmp_path / "2", tmp_path / "1")
+
+
 def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
     """Pushforward (a random number of calls per batch), random windows and relative input noise, 3 validation
     trajectories sharded 2 + 1: the same weights and metrics as one process."""
@@ -204,12 +214,7 @@ def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
               "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
               "rollout": {"t_in": 3, "t_out": 1, "strategy": "pushforward", "unroll_steps": 3, "noise": 0.01,
                           "windows": "random"}}
-    path = tmp_path / "heat.yaml"
-    path.write_text(yaml.safe_dump(config))
-    for processes in (1, 2):
-        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
-        assert done.returncode == 0, done.stderr
-    _same_run(tmp_path / "2", tmp_path / "1")
+    _two_processes_equal_one(tmp_path, config)
 
 
 def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
@@ -221,12 +226,7 @@ def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
               "optim": {"lr": 3e-3}, "schedule": {"name": "constant"},
               "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
               "rollout": {"t_in": 3, "t_out": 1, "noise": 0.1}}
-    path = tmp_path / "mixture.yaml"
-    path.write_text(yaml.safe_dump(config))
-    for processes in (1, 2):
-        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
-        assert done.returncode == 0, done.stderr
-    _same_run(tmp_path / "2", tmp_path / "1")
+    _two_processes_equal_one(tmp_path, config)
 
 
 def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
