@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opformer.data.store import write_operator_dataset
+from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.models import registry
 
 
@@ -297,3 +297,34 @@ def layouts():
     """The writers of the published layouts: ``layouts.fno_v5(path, u, a)``, ``layouts.pdearena(...)``, ..."""
     return SimpleNamespace(fno_v5=write_fno_v5, fno_v73=write_fno_v73, pdebench_cfd=write_pdebench_cfd,
                            pdebench_2d=write_pdebench_2d, pdearena=write_pdearena)
+
+
+def write_toy_member(path, samples=6, frames=7, n=16, channels=1, grid="periodic", ndim=2, seed=0, kind="trajectory"):
+    """A toy mixture member: trajectories of value ``100 i + 10 t + c`` (sample i, frame t, channel c) plus small
+    noise on a grid of the kind (with ``kind="operator"``: pairs, which a mixture refuses)."""
+    rng = np.random.default_rng(seed)
+    shape = (samples, frames) + (n,) * ndim + (channels,)
+    fields = rng.normal(size=shape) * 0.01
+    fields += (100 * np.arange(samples)[:, None] + 10 * np.arange(frames)[None, :]).reshape(
+        samples, frames, *[1] * (ndim + 1)) + np.arange(channels)
+    domain = {"lengths": [1.0] * ndim, "periodic": [grid == "periodic"] * ndim, "grid": [grid] * ndim}
+    if kind != "trajectory":
+        return write_operator_dataset(path, fields[:, 0], fields[:, 1], pde={}, solver={}, domain=domain, seed=0,
+                                      input_channels=[f"c{i}" for i in range(channels)],
+                                      target_channels=[f"c{i}" for i in range(channels)])
+    return write_trajectory_dataset(path, fields, np.arange(frames) * 0.1, pde={"name": "toy"}, solver={},
+                                    domain=domain, seed=seed, channels=[f"c{i}" for i in range(channels)])
+
+
+@pytest.fixture
+def member_writer():
+    """The toy mixture-member writer itself, for tests that need other grids, channels or frames."""
+    return write_toy_member
+
+
+@pytest.fixture
+def toy_mixture(tmp_path):
+    """Two mixture members: a.h5, 1 channel on a periodic 16^2 grid, and b.h5, 2 channels on 32^2 cells (6
+    trajectories of 7 frames each)."""
+    return [write_toy_member(tmp_path / "a.h5"),
+            write_toy_member(tmp_path / "b.h5", n=32, channels=2, grid="cells", seed=1)]

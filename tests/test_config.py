@@ -176,3 +176,24 @@ def test_time_models_take_t_in_and_t_out_from_the_rollout_section():
     with pytest.raises(ConfigError, match="model.t_out: is 2 but rollout.t_out is 1; give t_out once, under rollout"):
         config_from_dict({"model": {"name": "ffno2d", "t_out": 2}})
     assert "t_in" not in config_from_dict({"model": {"name": "fno1d"}}).model  # not a time model
+
+
+def test_data_section_lists_a_mixture():
+    data = {"mixture": [{"path": "a.h5", "weight": 2}, {"path": "b.h5", "name": "b", "n_train": 5}],
+            "resolution": 64, "sampling": "weight_x_size", "windows_per_epoch": 100}
+    config = config_from_dict({"data": data})
+    assert config.data.mixture[0].weight == 2.0 and config.data.mixture[1].n_train == 5
+    assert config.data.mixture[0].n_train is None and config.data.sampling == "weight_x_size"
+    assert config_from_dict(config_to_dict(config)) == config  # config.yaml reloads unchanged
+    assert config_from_dict({"data": {"path": "x.h5"}}).data.mixture == []  # the single-file form as it was
+    for bad, message in [
+        ({**data, "mixture": [{"path": "a.h5", "weight": -1}]}, r"data\.mixture\[0\]\.weight: expected a number > 0"),
+        ({**data, "mixture": [{"weight": 1}]}, r"data\.mixture\[0\]\.path: required"),
+        ({**data, "mixture": [{"path": "a.h5", "size": 1}]}, r"data\.mixture\[0\]\.size: unknown key; valid keys: path"),
+        ({**data, "path": "c.h5"}, "data.path: give data.path or data.mixture, not both"),
+        ({**data, "resolution": None}, "data.resolution: required with data.mixture"),
+        ({"path": "c.h5", "sampling": "weight_x_size"}, "data.sampling: only used with data.mixture"),
+        ({"path": "c.h5", "windows_per_epoch": 10}, "data.windows_per_epoch: only used with data.mixture"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            config_from_dict({"data": bad})

@@ -16,12 +16,11 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from opformer.data.mixture import MixtureMember, Sampling
 from opformer.errors import ConfigError
 from opformer.models.registry import model_keys, preset, resolve_model_config
-from opformer.validate import (Fraction, Length, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Range,
-                               check_type, from_mapping)
-
-GridSize = Annotated[int, Range(ge=2)]  # grid points per axis
+from opformer.validate import (Fraction, GridSize, Length, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                               Range, check_type, from_mapping)
 
 
 @dataclass
@@ -39,6 +38,23 @@ class DataConfig:
     target_resolution: GridSize | None = None  # target on a coarser closed grid, by block averages (inverse Darcy)
     input_noise: NonNegativeFloat = 0.0  # eps: inputs get eps * N(0, 1) after normalisation, in training and evaluation
     boundary: Literal["none", "dirichlet"] = "none"  # dirichlet: the output is set to zero on the boundary
+    # a mixture of trajectory files in place of path (opformer.data.mixture): each resized to resolution
+    mixture: list[MixtureMember] = field(default_factory=list)
+    sampling: Sampling = "weight"  # mixture: member probability by weight, or weight x training windows
+    windows_per_epoch: PositiveInt | None = None  # mixture: windows drawn per epoch (None: its training trajectories)
+
+    def __post_init__(self) -> None:
+        """How the mixture keys combine with the others."""
+        if not self.mixture:
+            for key, unset in (("sampling", "weight"), ("windows_per_epoch", None)):
+                if getattr(self, key) != unset:
+                    raise ConfigError(f"data.{key}: only used with data.mixture")
+            return
+        if self.path:
+            raise ConfigError("data.path: give data.path or data.mixture, not both")
+        if self.resolution is None:
+            raise ConfigError("data.resolution: required with data.mixture (the training grid every member is "
+                              "resized to)")
 
 
 @dataclass

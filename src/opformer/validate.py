@@ -75,6 +75,7 @@ NonNegativeInt = Annotated[int, Range(ge=0)]
 PositiveFloat = Annotated[float, Range(gt=0)]
 NonNegativeFloat = Annotated[float, Range(ge=0)]
 Fraction = Annotated[float, Range(ge=0, lt=1)]  # in [0, 1): dropout rates, Adam's betas
+GridSize = Annotated[int, Range(ge=2)]  # grid points per axis
 
 
 class _OutOfRange(ConfigError):
@@ -179,7 +180,12 @@ def from_mapping(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or 'config'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls, include_extras=True)
-    _check_keys(data, [f.name for f in dataclasses.fields(cls)], where)
+    fields = dataclasses.fields(cls)
+    _check_keys(data, [f.name for f in fields], where)
+    missing = [f.name for f in fields if f.name not in data
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{where + '.' if where else ''}{missing[0]}: required")
     return cls(**{k: check_type(v, hints[k], f"{where + '.' if where else ''}{k}") for k, v in data.items()})
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from opformer.data.trajectories import load_trajectories
-from opformer.eval.metrics import advance, persistence, relative_l2_per_sample, rollout, rollout_errors
+from opformer.eval.metrics import (advance, masked_relative_l2_per_sample, persistence, relative_l2_per_sample, rollout,
+                                   rollout_errors)
 
 
 def col(values):
@@ -59,3 +60,24 @@ def test_exact_step_gives_zero_rollout_error_and_given_frames_are_not_counted(he
     # persistence: the first predicted frame is frame 2 again, so its error is that of one decay step
     one_step = relative_l2_per_sample(data.fields[:, 2], data.fields[:, 3])
     torch.testing.assert_close(none_given[:, 0], one_step)
+
+
+def test_masked_relative_l2_is_the_mean_over_real_channels():
+    target = torch.tensor([[[3.0, 1.0, 5.0], [4.0, 0.0, 5.0]]])  # (1 sample, 2 points, 3 channels)
+    pred = torch.tensor([[[0.0, 2.0, 9.0], [4.0, 0.0, 2.0]]])
+    both = masked_relative_l2_per_sample(pred, target, torch.tensor([[True, True, False]]))
+    assert math.isclose(float(both), (3 / 5 + 1 / 1) / 2, rel_tol=1e-6)
+    assert math.isclose(float(masked_relative_l2_per_sample(pred, target, torch.tensor([[True, False, True]]))),
+                        (3 / 5 + 5 / math.sqrt(50)) / 2, rel_tol=1e-6)
+
+
+def test_masked_relative_l2_ignores_whatever_padding_holds():
+    pred = torch.randn(2, 4, 3, 2, requires_grad=True)
+    target = torch.randn(2, 4, 3, 2)
+    mask = torch.tensor([[True, False], [True, True]])
+    garbage = target.clone()
+    garbage[0, ..., 1] = float("nan")
+    value = masked_relative_l2_per_sample(pred, garbage, mask)
+    assert torch.allclose(value[0], relative_l2_per_sample(pred[:1, ..., :1], target[:1, ..., :1])[0])
+    value.sum().backward()
+    assert torch.isfinite(pred.grad).all() and torch.all(pred.grad[0, ..., 1] == 0)

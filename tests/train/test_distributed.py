@@ -27,13 +27,14 @@ ENTRY = '''
 import os, signal, sys
 import numpy as np
 import torch
+import opformer.data.mixture as mixture
 import opformer.data.pairs as pairs
 import opformer.data.trajectories as trajectories
 
 torch.set_default_dtype(torch.float64)
 read_arrays, read_fields = pairs.read_arrays, trajectories.read_fields
 pairs.read_arrays = lambda *a, **k: tuple(np.asarray(x, np.float64) for x in read_arrays(*a, **k))
-trajectories.read_fields = lambda *a, **k: np.asarray(read_fields(*a, **k), np.float64)
+trajectories.read_fields = mixture.read_fields = lambda *a, **k: np.asarray(read_fields(*a, **k), np.float64)
 rank, watched = os.environ.get("RANK", "0"), os.environ.get("WATCH")
 if watched:
     log = open(os.environ["WATCH_LOG"] + rank, "a")
@@ -193,6 +194,16 @@ def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference)
     assert "opformer train: error: rank 1: boom in the test" in done.stderr.splitlines()
 
 
+def _two_processes_equal_one(tmp_path, config):
+    """Train ``config`` in 1 and in 2 processes: the same weights and metrics."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    for processes in (1, 2):
+        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
+        assert done.returncode == 0, done.stderr
+    _same_run(tmp_path / "2", tmp_path / "1")
+
+
 def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
     """Pushforward (a random number of calls per batch), random windows and relative input noise, 3 validation
     trajectories sharded 2 + 1: the same weights and metrics as one process."""
@@ -203,12 +214,19 @@ def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
               "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
               "rollout": {"t_in": 3, "t_out": 1, "strategy": "pushforward", "unroll_steps": 3, "noise": 0.01,
                           "windows": "random"}}
-    path = tmp_path / "heat.yaml"
-    path.write_text(yaml.safe_dump(config))
-    for processes in (1, 2):
-        done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
-        assert done.returncode == 0, done.stderr
-    _same_run(tmp_path / "2", tmp_path / "1")
+    _two_processes_equal_one(tmp_path, config)
+
+
+def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
+    """Windows drawn alike in every process (batches of 4, 4, 2), input noise, each member's 2 validation
+    trajectories sharded 1 + 1: the same weights and metrics as one process."""
+    config = {"seed": 0, "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1},
+              "data": {"mixture": [{"path": str(toy_mixture[0])}, {"path": str(toy_mixture[1]), "weight": 2}],
+                       "resolution": 16, "windows_per_epoch": 10, "n_train": 3, "n_val": 2, "n_test": 1},
+              "optim": {"lr": 3e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 1, "noise": 0.1}}
+    _two_processes_equal_one(tmp_path, config)
 
 
 def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):

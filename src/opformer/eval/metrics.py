@@ -30,6 +30,19 @@ def relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor) -> torch.Te
     return torch.sqrt(diff / norm)
 
 
+def masked_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """DPOT's L2RE: ``||pred - target|| / ||target||`` per sample and channel over every other axis (space and
+    time), averaged over the sample's real channels (``mask`` ``(batch, channels)``, True where real).
+
+    Padded channels never enter the value or its gradient, whatever they hold (NaN included).
+    """
+    keep = mask.reshape(mask.shape[0], *[1] * (pred.dim() - 2), mask.shape[1])
+    diff = torch.where(keep, pred - target, 0).pow(2).flatten(1, -2).sum(dim=1)
+    norm = torch.where(keep, target, 0).pow(2).flatten(1, -2).sum(dim=1)
+    ratio = torch.where(mask, diff / torch.where(mask, norm, 1), 1)  # 1, not 0: sqrt's gradient at 0 is inf
+    return (ratio.sqrt() * mask).sum(dim=1) / mask.sum(dim=1)
+
+
 def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tensor | None:
     """``level * N(0, 1)`` of ``shape`` from a seeded CPU generator (the same on every device); None if 0."""
     if level == 0:

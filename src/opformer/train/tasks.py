@@ -2,7 +2,8 @@
 
 ``OperatorTask``: input -> target pairs of a steady operator (Burgers, Darcy, inverse Darcy).
 ``TrajectoryTask``: windows of trajectories, trained with a rollout strategy and validated by rollouts.
-:func:`make_task` picks one from the kind of the data file.
+``MixtureTask``: windows drawn from a mixture of trajectory files (DPOT's pre-training), channels masked.
+:func:`make_task` picks one from the data section and the kind of the data file.
 """
 
 from __future__ import annotations
@@ -10,21 +11,24 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from opformer.config import RunConfig
+from opformer.config import RolloutConfig, RunConfig
+from opformer.data.mixture import Mixture, MixtureSpec
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError
-from opformer.grids import CELLS, axis_kinds
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, rollout_errors, split_errors
+from opformer.grids import CELLS, PERIODIC, axis_kinds
+from opformer.eval.metrics import (NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout, rollout_errors,
+                                   split_errors)
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part, normal
 from opformer.train.losses import H1RelativeLoss, relative_l2
-from opformer.train.strategies import window_loss
+from opformer.train.strategies import add_relative_noise, window_loss
 
 
 class Task(Protocol):
@@ -61,6 +65,24 @@ def _check_output(model: torch.nn.Module, x: torch.Tensor, expected: tuple[int, 
     if tuple(out.shape[1:]) != tuple(expected):
         raise ConfigError(f"model: outputs {tuple(out.shape[1:])} per sample but the targets of {info.path} are "
                           f"{tuple(expected)} ({hint})")
+
+
+def _check_time_sizes(model: torch.nn.Module, rollout: RolloutConfig) -> None:
+    """A model built for other ``t_in``/``t_out`` than the rollout section's is a one-line error."""
+    for key in ("t_in", "t_out"):
+        built = getattr(model, "config", {}).get(key)
+        if built is not None and built != getattr(rollout, key):
+            raise ConfigError(f"rollout.{key}: is {getattr(rollout, key)} but the model was built for {key}={built}")
+
+
+def _check_trajectory_config(config: RunConfig) -> None:
+    """Keys of operator data are errors with trajectory data (a file or a mixture)."""
+    data = config.data
+    if data.direction != "forward" or data.target_resolution or data.input_noise:
+        raise ConfigError("data.direction, data.target_resolution and data.input_noise are for operator data; "
+                          "trajectories use rollout.noise")
+    if config.loss.name != "relative_l2":
+        raise ConfigError(f"loss.name: {config.loss.name!r} is for operator data; trajectories use relative_l2")
 
 
 class OperatorTask:
@@ -135,11 +157,7 @@ class TrajectoryTask:
         data, rollout = config.data, config.rollout
         if "pointwise" in (data.normalize_input, data.normalize_target):
             raise ConfigError("data.normalize_input/normalize_target: trajectory data take 'channel' or 'none'")
-        if data.direction != "forward" or data.target_resolution or data.input_noise:
-            raise ConfigError("data.direction, data.target_resolution and data.input_noise are for operator data; "
-                              "trajectories use rollout.noise")
-        if config.loss.name != "relative_l2":
-            raise ConfigError(f"loss.name: {config.loss.name!r} is for operator data; trajectories use relative_l2")
+        _check_trajectory_config(config)
         sizes = dict(n_train=data.n_train, n_val=data.n_val, n_test=data.n_test, resolution=data.resolution,
                      time_stride=rollout.time_stride)
         self.train: TrajectorySplit = load_trajectories(data.path, "train", **sizes)
@@ -160,11 +178,7 @@ class TrajectoryTask:
     def check_fit(self, model: torch.nn.Module) -> None:
         """The model must take ``t_in`` frames and return ``t_out`` frames on the data's grid."""
         rollout = self.config.rollout
-        for key in ("t_in", "t_out"):
-            built = getattr(model, "config", {}).get(key)
-            if built is not None and built != getattr(rollout, key):
-                raise ConfigError(f"rollout.{key}: is {getattr(rollout, key)} but the model was built for "
-                                  f"{key}={built}")
+        _check_time_sizes(model, rollout)
         x, y = self.train.window(torch.zeros(1, 2, dtype=torch.long), rollout.t_in, rollout.t_out)
         _check_output(model, x, tuple(y.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
@@ -203,8 +217,102 @@ class TrajectoryTask:
         return context.mean(errors)
 
 
-def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask:
-    """The task of a run: trajectory data sets train with rollouts, operator data sets with pairs."""
+class MixtureTask:
+    """Windows drawn from a mixture of trajectory files (:mod:`opformer.data.mixture`), trained one step at a
+    time (teacher forcing, DPOT's pre-training) with the masked relative L2 and optional ``rollout.noise``;
+    validated per member by rollouts on the member's stored grid, the selection metric the mean over members."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        data, rollout = config.data, config.rollout
+        if (data.normalize_input, data.normalize_target) != ("none", "none"):
+            raise ConfigError("data.normalize_input/normalize_target: a mixture trains on raw values ('none'); "
+                              "channel statistics would mix members and padding")
+        _check_trajectory_config(config)
+        if rollout.strategy != "one_step" or rollout.windows != "all":
+            raise ConfigError("rollout.strategy/windows: a mixture trains one_step on data.windows_per_epoch "
+                              f"random windows, not {rollout.strategy} with windows {rollout.windows}")
+        self.mixture = Mixture(MixtureSpec(
+            members=data.mixture, resolution=data.resolution, t_in=rollout.t_in, t_out=rollout.t_out,
+            windows_per_epoch=data.windows_per_epoch, sampling=data.sampling, seed=config.seed,
+            n_train=data.n_train, n_val=data.n_val, n_test=data.n_test, time_stride=rollout.time_stride),
+            where="data.mixture")
+        members = self.mixture.members
+        self.info = dataclasses.replace(members[0].info, path=Path("data.mixture"))  # what messages name
+        self.input_channels = self.target_channels = [
+            "|".join(dict.fromkeys(m.info.input_channels[c] for m in members if c < m.channels))
+            for c in range(self.mixture.channels)]
+        self.val = [self.mixture.stored_split(k, "val") for k in range(len(members))]
+        self.eval_frames = []
+        for k, (fields, _) in enumerate(self.val):
+            frames = fields.shape[1] - rollout.t_in
+            if rollout.eval_frames and rollout.eval_frames > frames:
+                raise ConfigError(f"rollout.eval_frames: {rollout.eval_frames} is more than the {frames} frames "
+                                  f"after t_in of data.mixture[{k}] ({members[k].info.path})")
+            self.eval_frames.append(rollout.eval_frames or frames)
+        self.member_errors: dict[str, float] = {}  # the last validation's error of each member
+
+    def spec_data(self) -> dict[str, Any]:
+        """The data signature stored in the surrogate's spec: members, training grid, channels, windows."""
+        members = self.mixture.members
+        periodic = [all(axis_kinds(m.info.domain)[axis] == PERIODIC for m in members)
+                    for axis in range(len(self.mixture.grid))]
+        return {"mixture": [m.name for m in members], "stored_shape": list(self.mixture.grid), "periodic": periodic,
+                "input_channels": self.input_channels, "target_channels": self.target_channels,
+                "t_in": self.config.rollout.t_in, "t_out": self.config.rollout.t_out}
+
+    def check_fit(self, model: torch.nn.Module) -> None:
+        """The model must take ``t_in`` frames of every channel and return ``t_out`` frames on the training grid."""
+        rollout = self.config.rollout
+        _check_time_sizes(model, rollout)
+        context, future, _, _ = self.mixture.batch(torch.zeros(1, 3, dtype=torch.long))
+        _check_output(model, context, tuple(future.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
+
+    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Nothing to fit (a mixture is not normalised)."""
+        empty = torch.zeros(0, self.mixture.channels)
+        return empty, empty
+
+    def steps_per_epoch(self) -> int:
+        """Optimiser steps per epoch."""
+        return self.mixture.steps_per_epoch(self.config.train.batch_size)
+
+    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
+        """The epoch's global batches (context, future, mask, member), drawn from ``generator``."""
+        return self.mixture.batches(epoch, self.config.train.batch_size, generator)
+
+    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
+        """Masked relative L2 of one call on the noised context (padded channels have no RMS, so no noise)."""
+        context, future, mask = (t.to(device) for t in batch[:3])
+        pred = surrogate(add_relative_noise(context, self.config.rollout.noise, generator, part))
+        return masked_relative_l2_per_sample(pred, future, mask).mean()
+
+    @torch.no_grad()
+    def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float:
+        """Mean over members of each member's L2RE (space-time, real channels) of rollouts of its validation
+        trajectories on its stored grid, padded output channels zeroed before they are fed back."""
+        context = context or Context(device)
+        surrogate.eval()
+        t_in, batch_size = self.config.rollout.t_in, self.config.train.eval_batch_size
+        for member, (fields, mask), frames in zip(self.mixture.members, self.val, self.eval_frames):
+            mine = fields[context.rows(len(fields))]
+            keep = mask.to(device)
+            errors = []
+            for chunk in mine.split(batch_size):
+                start = chunk[:, :t_in].movedim(1, -2).to(device)
+                pred = rollout(lambda x: surrogate(x) * keep, start, frames).cpu()
+                truth = chunk[:, t_in:t_in + frames].movedim(1, -2)
+                errors.append(masked_relative_l2_per_sample(pred, truth, mask.expand(len(chunk), -1)))
+            self.member_errors[member.name] = context.mean(torch.cat(errors) if errors else torch.zeros(0))
+        return sum(self.member_errors.values()) / len(self.member_errors)
+
+
+def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask:
+    """The task of a run: a mixture trains on its members' windows, trajectory data sets with rollouts,
+    operator data sets with pairs."""
+    if config.data.mixture:
+        return MixtureTask(config)
     if not config.data.path:
         raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
     kind = read_info(config.data.path).kind

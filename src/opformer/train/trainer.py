@@ -265,6 +265,9 @@ def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -
         if config.data.path:  # stored absolute, so that evaluate and plot find the data from any folder
             data = dataclasses.replace(config.data, path=str(Path(config.data.path).absolute()))
             config = dataclasses.replace(config, data=data)
+        if config.data.mixture:
+            members = [dataclasses.replace(m, path=str(Path(m.path).absolute())) for m in config.data.mixture]
+            config = dataclasses.replace(config, data=dataclasses.replace(config.data, mixture=members))
         trainer = Trainer(config, run_dir, context)  # checks the config against the data; writes nothing
         with run_lock(run_dir) if context.is_main else nullcontext():
             if resume:

@@ -1,0 +1,91 @@
+"""The one trainer on a mixture of trajectory files: masked loss, per-member validation, exact resume."""
+
+import csv
+
+import pytest
+import torch
+
+from opformer.config import config_from_dict
+from opformer.errors import ConfigError
+from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
+from opformer.models.surrogate import Surrogate
+from opformer.runs import load_checkpoint
+from opformer.train.tasks import MixtureTask, make_task
+from opformer.train.trainer import train
+
+
+def mixture_config(paths, epochs=2, **rollout):
+    return {"seed": 0,
+            "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1,
+                      "projection_width": 8},
+            "data": {"mixture": [{"path": str(paths[0]), "weight": 1}, {"path": str(paths[1]), "weight": 3}],
+                     "resolution": 16, "windows_per_epoch": 10, "n_train": 4, "n_val": 1, "n_test": 1},
+            "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
+            "train": {"epochs": epochs, "batch_size": 4, "num_threads": 1},
+            "rollout": {"t_in": 3, "t_out": 1, **rollout}}
+
+
+def metrics(run):
+    with open(run / "metrics.csv") as f:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+
+
+def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture):
+    task = make_task(config_from_dict(mixture_config(toy_mixture, noise=0.2)))
+    assert isinstance(task, MixtureTask) and task.steps_per_epoch() == 3  # ceil(10 / 4)
+    assert task.input_channels == ["c0", "c1"] and task.eval_frames == [4, 4]
+    spec = task.spec_data()
+    assert spec["mixture"] == ["a", "b"] and spec["stored_shape"] == [16, 16] and spec["periodic"] == [False, False]
+    torch.manual_seed(0)
+    surrogate = Surrogate({"model": config_from_dict(mixture_config(toy_mixture)).model, "normalize_input": "none",
+                           "normalize_target": "none", "data": spec})
+    batches = list(task.batches(0, torch.Generator().manual_seed(0)))
+    assert [len(b[0]) for b in batches] == [4, 4, 2] and batches[0][0].shape == (4, 16, 16, 3, 2)
+    # the loss counts the real channels only, and padded channels get no noise
+    context, future, mask, _ = batches[0]
+    loss = task.loss(surrogate, batches[0], 0, torch.Generator().manual_seed(1), torch.device("cpu"))
+    noised = context + 0.2 * context.pow(2).mean(dim=(1, 2, 3), keepdim=True).sqrt() * torch.randn(
+        context.shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = masked_relative_l2_per_sample(surrogate(noised), future, mask).mean()
+    assert loss.item() == pytest.approx(float(expected), rel=1e-6)
+    # validation: each member's rollouts on its stored grid (32^2 cells for b), the mean over members
+    value = task.validate(surrogate, torch.device("cpu"))
+    errors = []
+    for k, frames in enumerate([4, 4]):
+        fields, mask = task.mixture.stored_split(k, "val")
+        with torch.no_grad():
+            pred = rollout(lambda x: surrogate(x) * mask, fields[:, :3].movedim(1, -2), frames)
+        errors.append(float(masked_relative_l2_per_sample(pred, fields[:, 3:].movedim(1, -2), mask[None]).mean()))
+    assert task.mixture.stored_split(1, "val")[0].shape[2:4] == (32, 32)
+    assert task.member_errors == pytest.approx({"a": errors[0], "b": errors[1]})
+    assert value == pytest.approx(sum(errors) / 2)
+
+
+def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture):
+    reference = tmp_path / "reference"
+    summary = train(config_from_dict(mixture_config(toy_mixture, epochs=3)), reference)
+    assert summary["epochs"] == 3
+    run = tmp_path / "resumed"
+    train(config_from_dict(mixture_config(toy_mixture, epochs=2)), run)
+    train(config_from_dict(mixture_config(toy_mixture, epochs=3)), run, resume=True)
+    assert metrics(run) == metrics(reference)
+    ref, res = load_checkpoint(reference / "last.pt"), load_checkpoint(run / "last.pt")
+    for key, value in ref["state_dict"].items():
+        torch.testing.assert_close(res["state_dict"][key], value, rtol=0, atol=0)
+    stored = ref["run_config"]["data"]["mixture"]
+    assert [m["path"] for m in stored] == [str(p.absolute()) for p in toy_mixture]
+
+
+def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture):
+    base = mixture_config(toy_mixture)
+    cases = [
+        ({"data": {**base["data"], "normalize_input": "channel"}}, "a mixture trains on raw values"),
+        ({"rollout": {"t_in": 3, "t_out": 1, "strategy": "unroll", "unroll_steps": 2}},
+         "a mixture trains one_step on data.windows_per_epoch random windows, not unroll"),
+        ({"rollout": {"t_in": 3, "t_out": 1, "eval_frames": 5}}, r"rollout.eval_frames: 5 is more than the 4 frames"),
+        ({"model": {**base["model"], "in_channels": 1}}, r"model.in_channels: is 1 but data.mixture has 2 \(c0, c1\)"),
+    ]
+    for change, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            train(config_from_dict({**base, **change}), toy_mixture[0].parent / "run")
