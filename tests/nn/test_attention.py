@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from opformer.errors import ConfigError
-from opformer.nn.attention import SimpleAttention
+from opformer.nn.attention import SimpleAttention, galerkin_gram
 
 
 def _layer_norm(t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
@@ -148,3 +148,51 @@ def test_config_errors():
         SimpleAttention(8, 2, norm_scheme="pre")
     with pytest.raises(ConfigError, match="multiple of n_head"):
         SimpleAttention(10, 3)
+
+
+@pytest.mark.parametrize("n_head", [1, 3])
+@pytest.mark.parametrize("pos_kind", ["none", "shared", "batched"])
+def test_galerkin_gram_gradients(n_head, pos_kind):
+    """The hand-written backward of K'^T V' against finite differences, with contiguous gradients."""
+    torch.manual_seed(0)
+    batch, n, d, p = 2, 6, 4, 2
+    k = torch.randn(batch, n, n_head, d, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(batch, n, n_head, d, dtype=torch.float64, requires_grad=True)
+    pos = {"none": None, "shared": torch.rand(n, p, dtype=torch.float64),
+           "batched": torch.rand(batch, n, p, dtype=torch.float64)}[pos_kind]
+    assert torch.autograd.gradcheck(lambda a, b: galerkin_gram(a, b, pos), (k, v))
+    out = galerkin_gram(k, v, pos)
+    expected_shape = (batch, n_head, d + (0 if pos is None else p), d + (0 if pos is None else p))
+    assert out.shape == expected_shape
+    grads = torch.autograd.grad(out.square().sum(), (k, v))
+    assert all(g.is_contiguous() and g.shape == k.shape for g in grads)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier"])
+@pytest.mark.parametrize("n_head", [1, 3])
+def test_gradients_match_explicit_computation(attention_type, n_head):
+    torch.manual_seed(0)
+    d, n, eps = 12, 7, 1e-7
+    attn = SimpleAttention(d, n_head, attention_type, pos_dim=2, eps=eps).double()
+    _randomise(attn)
+    x = torch.randn(2, n, d, dtype=torch.float64, requires_grad=True)
+    pos = torch.rand(n, 2, dtype=torch.float64)
+    weight = torch.randn(2, n, d, dtype=torch.float64)
+    inputs = (x, *attn.parameters())
+    got = torch.autograd.grad((attn(x, pos) * weight).sum(), inputs)
+    expected = torch.autograd.grad((reference(attn, x, pos, eps) * weight).sum(), inputs)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "softmax"])
+def test_residual_form_adds_the_input(attention_type):
+    torch.manual_seed(0)
+    attn = SimpleAttention(8, 2, attention_type, pos_dim=1).double()
+    _randomise(attn)
+    x, pos = torch.randn(2, 5, 8, dtype=torch.float64), torch.rand(5, 1, dtype=torch.float64)
+    torch.testing.assert_close(attn(x, pos, residual=True), x + attn(x, pos), rtol=1e-12, atol=1e-12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x32 = x.float()
+        out = attn.float()(x32, pos.float(), residual=True)
+    assert out.dtype == torch.float32  # the residual stream keeps its precision under autocast

@@ -27,6 +27,73 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name}: unknown value {value!r}; valid: {', '.join(choices)}")
 
 
+def _head_products(a: Tensor, b: Tensor, pos: Tensor | None) -> Tensor:
+    """``[pos, a_h]^T [pos, b_h]`` of every head: ``a, b`` ``(batch, N, h, d)``, ``pos`` ``(N or batch, N, p)``
+    or None; returns ``(batch, h, p + d, p + d)``, assembled from the blocks (no concatenated copies)."""
+    batch, _, h, d = a.shape
+    if h == 1:
+        atb = torch.bmm(a.flatten(2).transpose(1, 2), b.flatten(2)).unsqueeze(1)
+    else:
+        atb = torch.einsum("bnhi,bnhj->bhij", a, b)
+    if pos is None:
+        return atb
+    p = pos.shape[-1]
+    pos_t = pos.transpose(-2, -1)
+    ptp = (pos_t @ pos).unsqueeze(-3).expand(batch, h, p, p)
+    ptb = (pos_t @ b.flatten(2)).view(batch, p, h, d).transpose(1, 2)
+    pta = (pos_t @ a.flatten(2)).view(batch, p, h, d).permute(0, 2, 3, 1)  # (a^T pos), formed as pos^T a
+    return torch.cat([torch.cat([ptp, ptb], dim=-1), torch.cat([pta, atb], dim=-1)], dim=-2)
+
+
+def _head_gradient(other: Tensor, grad: Tensor, grad_pos: Tensor | None, pos: Tensor | None) -> Tensor:
+    """``other_h grad_h + pos grad_pos_h`` per head as a contiguous ``(batch, N, h, d)`` tensor: the gradient of
+    one factor of :func:`_head_products` (``other`` ``(batch, N, h, d)``, ``grad`` ``(batch, h, d, d)``,
+    ``grad_pos`` ``(batch, h, p, d)``)."""
+    batch, n_tokens, h, d = other.shape
+    if pos is not None:
+        pos = pos.expand(batch, n_tokens, pos.shape[-1])
+    if h == 1:
+        out = torch.bmm(other.flatten(2), grad[:, 0])
+        if pos is not None:
+            out.baddbmm_(pos, grad_pos[:, 0])
+        return out.view(batch, n_tokens, 1, d)
+    out = torch.einsum("bnhi,bhij->bnhj", other, grad)
+    if pos is not None:
+        out = out + torch.einsum("bnp,bhpj->bnhj", pos, grad_pos)
+    return out.contiguous()
+
+
+class _GalerkinGram(torch.autograd.Function):
+    """:func:`_head_products` with a backward that writes both gradients as contiguous ``(batch, N, h, d)``
+    tensors in one product each (autograd's would hand one factor a transposed gradient, which the layer
+    norm before it copies, and form the coordinate blocks' gradients as separate N-sized tensors)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor, pos: Tensor | None) -> Tensor:
+        ctx.save_for_backward(a, b, pos)
+        ctx.autocast = torch.is_autocast_enabled(a.device.type), torch.get_autocast_dtype(a.device.type)
+        return _head_products(a, b, pos)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+        a, b, pos = ctx.saved_tensors
+        p = 0 if pos is None else pos.shape[-1]
+        enabled, dtype = ctx.autocast
+        with torch.autocast(a.device.type, dtype=dtype, enabled=enabled):
+            # d/da = b dA_ab^T + pos dA_ap^T, d/db = a dA_ab + pos dA_pb (blocks of dA as in the forward)
+            grad_a = _head_gradient(b, grad[..., p:, p:].transpose(-2, -1), grad[..., p:, :p].transpose(-2, -1),
+                                    pos) if ctx.needs_input_grad[0] else None
+            grad_b = _head_gradient(a, grad[..., p:, p:], grad[..., :p, p:], pos) if ctx.needs_input_grad[1] else None
+        return (None if grad_a is None else grad_a.to(a.dtype),
+                None if grad_b is None else grad_b.to(b.dtype), None)
+
+
+def galerkin_gram(k: Tensor, v: Tensor, pos: Tensor | None) -> Tensor:
+    """``K'_h^T V'_h`` of every head with ``K'_h = [pos, K_h]``, ``V'_h = [pos, V_h]``: ``k, v`` ``(batch, N, h, d)``,
+    ``pos`` ``(N or batch, N, p)`` or None (no coordinates); returns ``(batch, h, p + d, p + d)``."""
+    return _GalerkinGram.apply(k, v, pos)
+
+
 class HeadwiseLayerNorm(nn.Module):
     """Layer normalisation of each head's features with its own affine parameters.
 
@@ -126,8 +193,9 @@ class SimpleAttention(nn.Module):
             got = None if pos is None else tuple(pos.shape)
             raise ValueError(f"expected coordinates (..., {n_tokens}, {self.pos_dim}), got {got}")
 
-    def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
-        """Attend over the N tokens of ``x`` ``(batch, N, d)`` with coordinates ``pos``.
+    def forward(self, x: Tensor, pos: Tensor | None = None, residual: bool = False) -> Tensor:
+        """Attend over the N tokens of ``x`` ``(batch, N, d)`` with coordinates ``pos``; with ``residual``, return
+        ``x`` plus the attention (for the galerkin type one product gives both, outside autocast).
 
         ``pos`` is ``(N, pos_dim)`` or ``(batch, N, pos_dim)``; it may be None only if ``pos_dim == 0``.
         """
@@ -136,7 +204,11 @@ class SimpleAttention(nn.Module):
             self._check_pos(pos, n_tokens)
             pos = pos.to(x.dtype)
         if self.attention_type == "galerkin":
-            return self._galerkin(x, pos)
+            if residual and torch.is_autocast_enabled(x.device.type):  # keep the residual stream's precision
+                return x + self._galerkin(x, pos, False)
+            return self._galerkin(x, pos, residual)
+        if residual:
+            return x + self.forward(x, pos)
         q, k, v = (self._project(name, x).transpose(1, 2) for name in ("query", "key", "value"))
         if self.pos_dim > 0:
             pos = pos.unsqueeze(-3).expand(batch, self.n_head, n_tokens, self.pos_dim)
@@ -145,7 +217,7 @@ class SimpleAttention(nn.Module):
         z = z.transpose(1, 2).reshape(batch, n_tokens, -1)
         return self.out(z)
 
-    def _galerkin(self, x: Tensor, pos: Tensor | None) -> Tensor:
+    def _galerkin(self, x: Tensor, pos: Tensor | None, residual: bool) -> Tensor:
         """Galerkin attention and the output map, regrouped so that only d x d matrices are formed.
 
         With ``K' = [pos, K_h]``, ``V' = [pos, V_h]``, ``Q' = [pos, Q_h]`` per head and the output map
@@ -154,32 +226,24 @@ class SimpleAttention(nn.Module):
         ``K_h^T pos`` and ``K_h^T V_h`` (no concatenated copies of K and V), and since Q is not
         normalised, ``Q_h = x W_q,h^T + b_q,h`` is folded in: ``out = x G + c + pos P`` with per-sample
         ``G = W_q^T M_q`` (d x d), ``c = b_q M_q + b_o`` and ``P = sum_h M_h[:pos_dim]``, where
-        ``M_h = A_h W_o,h^T``. Same function as the per-head formula, fewer products over N.
+        ``M_h = A_h W_o,h^T``. Same function as the per-head formula, fewer products over N. With ``residual``,
+        ``x + out = x (G + I) + c + pos P``.
         """
         batch, n_tokens, _ = x.shape
         h, d_head, p = self.n_head, self.d_head, self.pos_dim
-        k, v = self._project("key", x), self._project("value", x)
-        if h == 1:
-            ktv = torch.bmm(k.flatten(2).transpose(1, 2), v.flatten(2)).unsqueeze(1)
-        else:
-            ktv = torch.einsum("bnhi,bnhj->bhij", k, v)
-        if p > 0:
-            pos_t = pos.transpose(-2, -1)
-            ptp = (pos_t @ pos).unsqueeze(-3).expand(batch, h, p, p)
-            ptv = (pos_t @ v.flatten(2)).view(batch, p, h, d_head).transpose(1, 2)
-            ktp = (k.flatten(2).transpose(1, 2) @ pos).view(batch, h, d_head, p)
-            kv = torch.cat([torch.cat([ptp, ptv], dim=-1), torch.cat([ktp, ktv], dim=-1)], dim=-2)
-        else:
-            kv = ktv
+        kv = galerkin_gram(self._project("key", x), self._project("value", x), pos)
         kv = self.dropout(kv / n_tokens)
         # M_h = A_h W_o,h^T: (batch, h, e, d)
         m = kv @ self.out.weight.t().reshape(h, d_head + p, -1)
         m_q = m[:, :, p:].reshape(batch, h * d_head, -1)
         g = self.query.weight.t() @ m_q
+        if residual:
+            g = g + torch.eye(g.shape[-1], dtype=g.dtype, device=g.device)
         c = torch.baddbmm(self.out.bias.expand(batch, 1, -1), self.query.bias.expand(batch, 1, -1), m_q)
         out = torch.baddbmm(c, x, g)
-        if p > 0:
-            out = out + pos @ m[:, :, :p].sum(dim=1)
+        if p > 0:  # one rank-p product added on, without forming pos P
+            pos_term = m[:, :, :p].sum(dim=1).to(out.dtype)
+            out = torch.baddbmm(out, pos.to(out.dtype).expand(batch, n_tokens, p), pos_term)
         return out
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:

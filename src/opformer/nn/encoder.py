@@ -7,7 +7,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from opformer.nn.attention import SimpleAttention
-from opformer.nn.dropout import Dropout
+from opformer.nn.dropout import Dropout, drop_levels
 from opformer.nn.mlp import FeedForward
 
 
@@ -51,7 +51,10 @@ class SimpleEncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
         """Apply attention and FFN with their residual connections."""
-        x = x + self.dropout(self.attention(x, pos))
+        if self.training and drop_levels(self.dropout.p) > 0:
+            x = x + self.dropout(self.attention(x, pos))
+        else:
+            x = self.attention(x, pos, residual=True)
         if self.post_norms:
             x = self.norm1(x)
         x = x + self.dropout(self.ffn(x))
