@@ -1,3 +1,4 @@
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -252,6 +253,26 @@ def test_train_into_an_unwritable_place_is_refused_before_training(capsys, train
     _, _, config = trained_run
     one_line_error(*run_cli(capsys, "train", config, "--out", "/proc/opformer-run")[::2],
                    "--out /proc/opformer-run: cannot write there (missing or read-only folder /proc)")
+
+
+def test_plot_into_an_unwritable_place_is_refused_before_plotting(capsys, trained_run):
+    run, _, _ = trained_run
+    one_line_error(*run_cli(capsys, "plot", run, "--out", "/proc/opformer-plots")[::2],
+                   "--out /proc/opformer-plots: cannot write there (missing or read-only folder /proc)")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs RLIMIT_AS")
+def test_too_little_memory_to_load_the_libraries_is_one_line(tmp_path):
+    # under `ulimit -v 150000` torch's libraries cannot be mapped: the parser's PDE registry imported them
+    # first, outside main()'s handling, and the user saw an ImportError traceback
+    limit = 150 * 2**20
+    done = subprocess.run([sys.executable, "-m", "opformer", "train", "x.yaml", "--out", str(tmp_path / "r")],
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith("opformer train: error: cannot import torch (")
+    assert done.stderr.strip().endswith("is it installed, and is there memory to load it?")
 
 
 def test_generate_darcy_writes_a_self_describing_file(capsys, tmp_path):

@@ -81,3 +81,37 @@ def test_a_full_disk_during_the_write_is_one_line_and_keeps_the_old_file(tmp_pat
             tmp.write_text("half")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_a_file_size_limit_during_an_hdf5_write_is_one_line_and_keeps_the_old_file(tmp_path):
+    # h5py's OSError on EFBIG (ulimit -f, or a FAT32 disk's 4 GiB) escaped as a traceback; its text is several lines
+    import errno
+
+    from opformer.errors import StorageError
+
+    path = tmp_path / "a.h5"
+    path.write_text("old")
+    message = ("Unable to extend file properly, errno = 27, error message = 'file too large' (file write failed: "
+               "time = Wed Nov 25 09:32:55 2026\n, filename = 'x', errno = 27)")
+    with pytest.raises(StorageError) as info:
+        with atomic_replace(path) as tmp:
+            tmp.write_text("half")
+            raise OSError(errno.EFBIG, message)
+    assert str(info.value) == f"{path}: could not be written (File too large); nothing was replaced"
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.h5"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs RLIMIT_FSIZE")
+def test_a_write_larger_than_the_file_size_limit_is_refused_before_it_starts(tmp_path, monkeypatch):
+    # under `ulimit -f` HDF5's failed write crashed the process at exit (rc 139) after the error line
+    import resource
+
+    from opformer.errors import StorageError
+    from opformer.io import check_free_space
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (2**20, resource.RLIM_INFINITY))
+    with pytest.raises(StorageError, match=r"a\.h5: needs about 14 MiB but files are limited to 1\.0 MiB here "
+                                           r"\(ulimit -f\)"):
+        check_free_space(tmp_path / "a.h5", 10 * 2**20)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (64 * 2**20, resource.RLIM_INFINITY))
+    check_free_space(tmp_path / "a.h5", 10 * 2**20)  # fits

@@ -166,6 +166,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from opformer.eval.report import plot_run
 
+    out = args.out or args.run  # the plots go into the run directory without --out
+    _writable_folder("--out", out, Path(out), create=True)
     for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device):
         print(f"wrote {path}")
     return 0
@@ -427,12 +429,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupts = _Interrupts()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, interrupts) for s in interrupts.SIGNALS} if in_main_thread else {}
-    command, code = "", 0
+    words = sys.argv[1:] if argv is None else list(argv)
+    command, code = (words[0] if words and not words[0].startswith("-") else ""), 0
     try:
+        _import_torch()  # first (the parser's PDE registry imports it too), while signals are only recorded
         args = build_parser().parse_args(argv)  # imports numpy and scipy (the PDE registry)
         command = args.command
-        if command != "generate":
-            _import_torch()  # while signals are only recorded (see _Interrupts)
         interrupts.arm()
         code = args.func(args)
     except OpformerError as exc:
@@ -441,6 +443,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = 2
     except KeyboardInterrupt:
         interrupts.received = interrupts.received or signal.SIGINT
+    except ImportError as exc:  # a library missing, or too little memory to map it (ulimit -v)
+        if interrupts.received is None:
+            print(f"opformer {command}: error: cannot import {exc.name or 'a library'} ({_first_line(exc)}); is it "
+                  "installed, and is there memory to load it?", file=sys.stderr)
+            code = 2
     except (MemoryError, RuntimeError) as exc:
         if interrupts.received is None:
             if not _out_of_memory(exc):

@@ -66,12 +66,28 @@ SPACE_MARGIN = 1.05, 4 * 2**20
 
 
 def check_free_space(path: Path, size: int) -> None:
-    """Refuse, before writing, a file of about ``size`` bytes that the disk under ``path`` has no room for."""
+    """Refuse, before writing, a file of about ``size`` bytes that the disk under ``path`` has no room for, or
+    that is larger than this process may write (``ulimit -f``): HDF5 fails on such a write at close time, in ways
+    that crash the process at exit."""
     free = shutil.disk_usage(path.parent).free
     needed = int(size * SPACE_MARGIN[0] + SPACE_MARGIN[1])
     if needed > free:
         raise StorageError(f"{path}: needs about {needed / 2**20:.0f} MiB but {path.parent} has "
                            f"{free / 2**20:.0f} MiB free")
+    limit = _file_size_limit()
+    if needed > limit:
+        raise StorageError(f"{path}: needs about {needed / 2**20:.0f} MiB but files are limited to "
+                           f"{limit / 2**20:.1f} MiB here (ulimit -f)")
+
+
+def _file_size_limit() -> float:
+    """The largest file this process may write, in bytes (infinite where there is no limit)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return float("inf")
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return float("inf") if soft == resource.RLIM_INFINITY else soft
 
 
 @contextmanager
@@ -94,9 +110,10 @@ def atomic_replace(path: str | os.PathLike, suffix: str = ".tmp", size: int | No
         yield tmp
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO):
             raise
-        raise StorageError(f"{path}: could not be written ({exc.strerror}); nothing was replaced") from None
+        # the system's words: h5py's own strerror runs over several lines
+        raise StorageError(f"{path}: could not be written ({os.strerror(exc.errno)}); nothing was replaced") from None
     finally:
         tmp.unlink(missing_ok=True)
 
