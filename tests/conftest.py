@@ -17,6 +17,15 @@ from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.models import registry
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """Each test starts with the process's torch thread count: a run with ``train.num_threads`` sets it for the
+    process, and a later test comparing an in-process run with a subprocess would then sum in another order."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def write_toy_burgers(path, samples: int = 24, n: int = 64, seed: int = 0):
     """A smooth periodic toy operator u0 -> u (a shift and damping of a few Fourier modes), stored like Burgers."""
     rng = np.random.default_rng(seed)
