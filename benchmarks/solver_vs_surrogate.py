@@ -51,15 +51,18 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 NOTE = ("Solver: the PDE registry's data generator with its defaults (what `opformer generate NAME` runs) and "
-        "`workers` = the thread count, timed end to end (random inputs included, a negligible share) over whole "
-        "blocks of samples (Burgers 256, Darcy 8 with its worker processes, Navier-Stokes 100, Kolmogorov 16), median "
-        "of up to 3 runs within 60 s; trajectories start at the last given frame (no spin-up: the cost per step is "
-        "the same). Darcy's solver must solve on 421^2: the surrogates' 141 and 85 grids are subsamples of that "
-        "solve, which is what makes the data accurate. Surrogate: `opformer bench` forward cells (inference mode, "
-        "a fresh process per batch size, untrained weights: inference costs the same trained or not) at batch 1, "
-        "4, 16, ... until one is not faster per sample; the fastest is reported. A rollout of F frames is "
-        "ceil(F / t_out) model calls (the context shift between calls not timed). solver / surrogate < 1 means the "
-        "solver is faster. GFLOP/sample counts matrix products and convolutions only (FFTs not counted).")
+        "`workers` = the thread count, timed end to end (random inputs included, a negligible share) over one block "
+        "of samples per worker (Burgers 128, Darcy 8, Navier-Stokes 50, Kolmogorov 8: the generators' batches), "
+        "median of up to 3 runs within 60 s, in wall and in processor seconds (this process and its worker "
+        "processes); trajectories start at the last given frame (no spin-up: the cost per step is the same). "
+        "Darcy's solver must solve on 421^2: the surrogates' 141 and 85 grids are subsamples of that solve, which is "
+        "what makes the data accurate. Surrogate: `opformer bench` forward cells (inference mode, a fresh process "
+        "per batch size, untrained weights: inference costs the same trained or not) at batch 1, 4, 16, ... until "
+        "one takes no less processor time per sample; that one is reported, wall and processor time. With one "
+        "thread per job on a machine shared with other jobs, the processor time is the cost that depends least on "
+        "the others' load. A rollout of F frames is ceil(F / t_out) model calls (the context shift between calls "
+        "not timed). solver / surrogate < 1 means the solver is faster. GFLOP/sample counts matrix products and "
+        "convolutions only (FFTs not counted).")
 
 
 def main() -> None:
