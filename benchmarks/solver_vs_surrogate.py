@@ -33,18 +33,22 @@ NAME = "solver_vs_surrogate"
 def markdown(result: dict[str, Any]) -> str:
     """The results table, one row per surrogate, with the range of solver / surrogate ratios per PDE."""
     lines = ["# Surrogate versus solver on this CPU, seconds per sample", "",
-             f"{describe_machine(result['machine'])}; {describe_load(result)} (whole invocation; each comparison's "
-             "own command and load averages are in the JSON and below).", "", result["note"], ""]
+             f"{describe_machine(result['machine'])}; {describe_load(result)} (the last invocation; each "
+             "comparison's own command and load averages are below).", "", result["note"], "",
+             *([result["remark"], ""] if result.get("remark") else [])]
     for threads in sorted({c["threads"] for c in result["comparisons"]}):
         comparisons = [c for c in result["comparisons"] if c["threads"] == threads]
         lines += [f"## {threads} thread{'s' if threads > 1 else ''} (solver workers = surrogate threads)", "",
                   *comparison_table(comparisons), ""]
         for comparison in comparisons:
-            ratios = [row["speedup"] for row in comparison["rows"] if row["speedup"] is not None]
-            span = f"{min(ratios):.3g}x to {max(ratios):.3g}x" if ratios else "n/a"
-            lines.append(f"- {comparison['solver']}: solver / surrogate {span}; load average (1/5/15 min) before "
-                         + " / ".join(f"{v:.2f}" for v in comparison["loadavg_before"]) + ", after "
-                         + " / ".join(f"{v:.2f}" for v in comparison["loadavg_after"])
+            spans = []
+            for key in ("speedup", "cpu_speedup"):
+                ratios = sorted((row[key] for row in comparison["rows"] if row[key] is not None))
+                spans.append("n/a" if not ratios else f"{ratios[0]:.3g}x" if len(ratios) == 1
+                             else f"{ratios[0]:.3g}x to {ratios[-1]:.3g}x")
+            lines.append(f"- {comparison['solver']}: solver / surrogate {spans[0]} (processor time {spans[1]}); load "
+                         "average (1/5/15 min) before " + " / ".join(f"{v:.2f}" for v in comparison["loadavg_before"])
+                         + ", after " + " / ".join(f"{v:.2f}" for v in comparison["loadavg_after"])
                          + f"; `{comparison['command']}`")
         lines.append("")
     return "\n".join(lines)
