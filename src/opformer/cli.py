@@ -222,7 +222,7 @@ def _writable_folder(option: str, value: str, folder: Path, create: bool) -> Non
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from opformer.bench.report import plot_bench, to_markdown
-    from opformer.bench.solver_timing import solver_comparison
+    from opformer.bench.solver_timing import solver_case, solver_comparison
     from opformer.bench.sweep import BenchSettings, run_bench
     from opformer.runtime import resolve_device
     from opformer.io import write_atomic
@@ -243,6 +243,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.memory_budget is not None:
         settings.memory_budget = args.memory_budget * 1024**3
     settings.validate()
+    if args.solver is not None:
+        solver_case(args.solver)
     report = solver = None
     if args.solver is None or args.models is not None:
         report = run_bench(settings)
@@ -366,8 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GiB per cell; larger cells are skipped or stopped (default 75%% of the RAM)")
     p.add_argument("--peers", action="store_true",
                    help="also run the published implementations (pip install 'opformer[peers]')")
-    p.add_argument("--solver", choices=["burgers"], default=None,
-                   help="time the built-in solver per sample against the surrogate's inference")
+    p.add_argument("--solver", default=None, metavar="PDE",
+                   help="time the built-in solver of burgers, darcy, navier-stokes or kolmogorov per sample against "
+                        "its surrogates' batched inference (docs/bench.md)")
     p.add_argument("--json", help="write the full results as JSON")
     p.add_argument("--markdown", help="write the table as markdown")
     p.add_argument("--plot", help="write the log-log time/memory plot (PNG)")

@@ -16,6 +16,8 @@ def test_cell_tensor_peak_counts_the_weights_and_adam_state():
     assert weights < forward["peak_tensor_bytes"] < 2 * weights
     assert 4 * weights < train["peak_tensor_bytes"] < 4 * weights + forward["peak_tensor_bytes"]
     assert train["peak_tensor_bytes"] < train["peak_memory_bytes"]
+    # the processor time of the steps (one thread: at most their wall time) beside it, for a shared machine
+    assert 0 < train["cpu_seconds_median"] <= 1.5 * train["seconds_median"] + 0.01
 
 
 def test_missing_peer_package_marks_its_rows(monkeypatch):

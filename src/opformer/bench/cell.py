@@ -140,13 +140,14 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     step, persistent = _prepared_step(peer, spec, device)
     for _ in range(spec["warmup"]):
         step()
-    times = []
+    times, cpu_times = [], []
     for _ in range(spec["repeats"]):
         _sync(device)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         _sync(device)
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     flops = count_flops(step)
     memory, memory_kind = _peak_memory(device)  # before tracking: the profiler grows the resident set
     if device.type == "cuda":
@@ -163,7 +164,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
     return {
         "status": "ok", "seconds_median": median, "seconds_q1": quartiles[0], "seconds_q3": quartiles[2],
-        "seconds_min": min(times), "seconds_max": max(times), "samples_per_second": spec["batch"] / median,
+        "seconds_min": min(times), "seconds_max": max(times), "cpu_seconds_median": statistics.median(cpu_times),
+        "samples_per_second": spec["batch"] / median,
         "peak_memory_bytes": memory, "memory_kind": memory_kind, "peak_tensor_bytes": tensor_bytes,
         "flops_per_step": flops,
         "flop_rate": flops / median, "parameters": parameter_count(peer.model),

@@ -67,16 +67,28 @@ def to_markdown(report: dict[str, Any], command: str = "") -> str:
         lines = ["# opformer bench"] + (["", f"Command: `{command}`"] if command else [])
     solver = report.get("solver")
     if solver:
-        lines += ["", f"Solver ({solver['solver']}) versus surrogate ({solver['surrogate']}) inference, per sample:", "",
-                  "| n | solver s/sample | surrogate s/sample | speedup |", "|---|---|---|---|"]
-        for row in solver["rows"]:
-            surrogate = row["surrogate_seconds_per_sample"]
-            cells = [str(row["resolution"]), f"{row['solver_seconds_per_sample']:.4g}",
-                     "n/a" if surrogate is None else f"{surrogate:.4g}",
-                     "n/a" if row["speedup"] is None else f"{row['speedup']:.1f}x"]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Built-in solver versus surrogate inference, seconds per sample:", "",
+                  *comparison_table([solver])]
     return "\n".join(lines) + "\n"
 
+
+def comparison_table(comparisons: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of one table of :func:`opformer.bench.solver_timing.solver_comparison` results (several PDEs,
+    one row per surrogate and grid): seconds per sample, processor seconds in brackets."""
+    lines = ["| PDE | solver output | solver s/sample [CPU] | surrogate | grid | batch | calls | surrogate s/sample "
+             "[CPU] | surrogate GFLOP/sample | solver / surrogate [CPU] |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for comparison in comparisons:
+        for row in comparison["rows"]:
+            ok = row["status"] == "ok"
+            cells = [comparison["solver"], comparison["output"],
+                     f"{row['solver_seconds_per_sample']:.3g} [{row['solver_cpu_seconds_per_sample']:.3g}]",
+                     row["surrogate"], str(row["resolution"]), str(row["batch"]) if ok else row["status"],
+                     str(row["calls"]) if ok else "",
+                     f"{row['seconds_per_sample']:.3g} [{row['cpu_seconds_per_sample']:.3g}]" if ok else "n/a",
+                     f"{row['flops_per_sample'] / 1e9:.3g}" if ok else "n/a",
+                     f"{row['speedup']:.3g}x [{row['cpu_speedup']:.3g}x]" if ok else "n/a"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 def _bench_figure(report: dict[str, Any]):
     """The figure of :func:`plot_bench` (time and memory panels, x ticked at the measured resolutions)."""
