@@ -171,7 +171,7 @@ def describe_load(result: dict[str, Any]) -> str:
 
 def command() -> str:
     """The command line of the running script, as a results file records it."""
-    return f"python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
 def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
