@@ -5,6 +5,7 @@ import csv
 import pytest
 import torch
 
+from opformer.cli import main
 from opformer.config import config_from_dict
 from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
@@ -62,7 +63,7 @@ def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture):
     assert value == pytest.approx(sum(errors) / 2)
 
 
-def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture):
+def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture, capsys):
     reference = tmp_path / "reference"
     summary = train(config_from_dict(mixture_config(toy_mixture, epochs=3)), reference)
     assert summary["epochs"] == 3
@@ -75,6 +76,12 @@ def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture):
         torch.testing.assert_close(res["state_dict"][key], value, rtol=0, atol=0)
     stored = ref["run_config"]["data"]["mixture"]
     assert [m["path"] for m in stored] == [str(p.absolute()) for p in toy_mixture]
+    # evaluate / plot / predict take runs of one data file: a mixture run is refused in one line, naming it
+    for argv in (["evaluate", str(run)], ["plot", str(run)],
+                 ["predict", str(run), "--input", str(toy_mixture[0]), "--output", str(tmp_path / "p.h5")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{run}: trained on a mixture of 2 data sets" in err, err
 
 
 def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture):

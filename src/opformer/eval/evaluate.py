@@ -11,7 +11,7 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
-from opformer.errors import DataError
+from opformer.errors import ConfigError, DataError
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, Step, persistence, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_surrogate, run_checkpoint
@@ -48,6 +48,20 @@ def scaled_batch_size(eval_batch_size: int, trained: int, resolution: tuple[int,
     return max(1, int(eval_batch_size / max(ratio, 1.0)))
 
 
+def load_run(run_dir: str | os.PathLike) -> tuple[str, Surrogate, dict[str, Any]]:
+    """A run's best (else last) checkpoint, its surrogate and payload, for evaluation on one data file.
+
+    Runs trained on a mixture of data sets are refused in one line (their members have other channel counts and
+    grids than the padded training batches; per-member evaluation comes with DPOT's evaluation)."""
+    checkpoint = run_checkpoint(run_dir)
+    surrogate, payload = load_surrogate(checkpoint)
+    mixture = payload["run_config"]["data"].get("mixture")
+    if mixture:
+        raise ConfigError(f"{run_dir}: trained on a mixture of {len(mixture)} data sets; evaluate, plot and predict "
+                          "take runs trained on one data file (the mixture's own validation is in metrics.csv)")
+    return str(checkpoint), surrogate, payload
+
+
 def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
                  split: str = "test", device: str = "auto", batch_size: int | None = None) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
@@ -56,19 +70,18 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
     noise realisation of the same level (seeded by the run's seed and the split).
     """
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_surrogate(checkpoint)
+    checkpoint, surrogate, payload = load_run(run_dir)
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
     if read_info(data_path).kind == "trajectory":
-        return [rollout_row(surrogate, payload, str(checkpoint), data_path, r, split, dev, batch_size)[0]
+        return [rollout_row(surrogate, payload, checkpoint, data_path, r, split, dev, batch_size)[0]
                 for r in resolutions]
     rows = []
     noise_level = cfg["data"].get("input_noise", 0.0)
     for resolution in resolutions:
         data = load_split(data_path, split, resolution=resolution, **split_options(cfg["data"]))
-        check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
+        check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
         trained = trained_resolution(surrogate, cfg)
         batch = batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained, data.resolution)
         errors = split_errors(surrogate, data, batch, dev,
@@ -123,9 +136,8 @@ def persistence_row(run_dir: str | os.PathLike, data_path: str | os.PathLike, sp
                     ) -> dict[str, Any]:
     """The rollout metrics of repeating the last given frame, on the trajectories and frames a run is
     evaluated on (:func:`evaluate_run`)."""
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_surrogate(checkpoint)
-    return rollout_row(surrogate, payload, str(checkpoint), data_path, None, split, torch.device("cpu"),
+    checkpoint, surrogate, payload = load_run(run_dir)
+    return rollout_row(surrogate, payload, checkpoint, data_path, None, split, torch.device("cpu"),
                        step=persistence)[0]
 
 

@@ -11,12 +11,11 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, rollout_row
+from opformer.eval.evaluate import check_compatible, load_run, rollout_row
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
 
 
@@ -30,19 +29,18 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     """
     dev = resolve_device(device)
     run_dir = Path(run_dir)
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_surrogate(checkpoint)
+    checkpoint, surrogate, payload = load_run(run_dir)
     surrogate.to(dev)
     out = Path(out_dir) if out_dir else run_dir
     out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
     written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
     if read_info(data_path or cfg["path"]).kind == "trajectory":
-        return written + plot_rollouts(surrogate, payload, str(checkpoint), data_path or cfg["path"], out, samples,
+        return written + plot_rollouts(surrogate, payload, checkpoint, data_path or cfg["path"], out, samples,
                                        run_dir.name, dev)
     options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
     data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
-    check_compatible(surrogate, data.info, str(checkpoint), (data.input_channels, data.target_channels))
+    check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
     if data.info.ndim > 2:
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
     noise = noise_sample(tuple(data.inputs.shape), cfg.get("input_noise", 0.0),
@@ -84,13 +82,12 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
     """
     if Path(output_path).resolve() == Path(input_path).resolve():
         raise ConfigError(f"--output {output_path}: would overwrite the input file")
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, _ = load_surrogate(checkpoint)
+    checkpoint, surrogate, _ = load_run(run_dir)
     info = read_info(input_path)
     if info.kind != "operator":
         raise ConfigError(f"--input {input_path}: predict takes operator data sets; roll out trajectories with "
                           "`opformer evaluate` or `opformer plot`")
-    check_compatible(surrogate, info, str(checkpoint))
+    check_compatible(surrogate, info, checkpoint)
     inputs = torch.from_numpy(read_arrays(input_path, slice(None))[0])
     dev = resolve_device(device)
     surrogate.to(dev)
@@ -98,7 +95,7 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
 
     with tqdm(total=len(inputs), desc="predict", unit="sample", disable=None) as bar:
         preds = predict(surrogate, inputs, batch_size, dev, progress=bar.update)
-    solver = {"name": "opformer surrogate", "checkpoint": str(checkpoint), "model": surrogate.spec["model"]}
+    solver = {"name": "opformer surrogate", "checkpoint": checkpoint, "model": surrogate.spec["model"]}
     return write_operator_dataset(output_path, inputs.numpy(), preds.numpy(), pde=info.pde,
                                   solver=solver, domain=info.domain, seed=info.seed,
                                   input_channels=info.input_channels, target_channels=info.target_channels,
