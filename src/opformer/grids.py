@@ -49,6 +49,40 @@ def axis_points(n: int, length: float, kind: Kind, *, device: torch.device | str
     return i * length / (n if kind == PERIODIC else max(n - 1, 1))
 
 
+def interpolate_axis(values: Tensor, axis: int, size: int, kind: Kind, extend: bool = False) -> Tensor:
+    """Linear interpolation of grid values along ``axis`` to ``size`` points of the same domain and kind.
+
+    Periodic axes hold the left ends of ``n`` equal cells (point ``j`` of ``m`` at ``j n / m`` stored points,
+    wrapping around); node axes hold both ends (point ``j`` at ``j (n - 1) / (m - 1)``); cell axes the centres
+    of ``n`` cells (point ``j`` at ``((2 j + 1) n / m - 1) / 2``). Beyond the outer stored cell centres the
+    values are held (``extend=False``: statistics stay in range) or extended linearly from the last two
+    (``extend=True``: a linear field is reproduced exactly). Positions are found in integer arithmetic, so a
+    strided sub-grid of points gets the stored values exactly. ``DataError`` if there is nothing to interpolate.
+    """
+    kind = kind_of(kind)
+    n = values.shape[axis]
+    if size == n:
+        return values
+    if size < (2 if kind == NODES else 1) or (kind != PERIODIC and n < 2):
+        raise DataError(f"cannot interpolate a {kind} axis of {n} points to {size}")
+    j = torch.arange(size, device=values.device)
+    if kind == CELLS:
+        numerator, denominator = (2 * j + 1) * n - size, 2 * size
+        if not extend:
+            numerator = numerator.clamp(0, 2 * (n - 1) * size)
+    else:
+        numerator, denominator = (j * n, size) if kind == PERIODIC else (j * (n - 1), size - 1)
+    left = torch.div(numerator, denominator, rounding_mode="floor")
+    if kind != PERIODIC:
+        left = left.clamp(0, n - 2)
+    weight = (numerator - left * denominator).to(values.dtype) / denominator
+    right = (left + 1) % n
+    shape = [1] * values.dim()
+    shape[axis] = size
+    weight = weight.reshape(shape)
+    return values.index_select(axis, left) * (1 - weight) + values.index_select(axis, right) * weight
+
+
 def stride_for(stored: int, wanted: int, kind: Kind, what: str = "data") -> int:
     """The stride that takes a grid of ``stored`` points to ``wanted`` points of the same domain.
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from opformer.data.resize import fourier_resize, linear_resize, resize
+from opformer.data.resize import fourier_resize, resize
 from opformer.errors import DataError
 from opformer.grids import axis_points
 
@@ -64,5 +64,5 @@ def test_two_axes_of_different_kinds():
 
 
 def test_a_closed_axis_of_one_point_cannot_be_resized():
-    with pytest.raises(DataError, match="cannot resize a nodes axis of 1 points to 4"):
-        linear_resize(torch.zeros(1, 1), 1, 4, "nodes")
+    with pytest.raises(DataError, match="cannot interpolate a nodes axis of 1 points to 4"):
+        resize(torch.zeros(1, 1), 1, [4], ["nodes"])

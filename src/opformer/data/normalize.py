@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from opformer.errors import DataError
-from opformer.grids import CELLS, NODES, PERIODIC, Kind, kind_of
+from opformer.grids import Kind, interpolate_axis, kind_of
 
 
 class UnitGaussianNormalizer(nn.Module):
@@ -49,7 +49,7 @@ class UnitGaussianNormalizer(nn.Module):
             raise DataError(f"normaliser: fitted on {len(self.periodic)}D data, got {len(spatial)}D")
         mean, std = self.mean, self.std
         for axis, (m, kind) in enumerate(zip(spatial, self.periodic)):
-            mean, std = (resample_axis(s, axis, m, kind) for s in (mean, std))
+            mean, std = (interpolate_axis(s, axis, m, kind) for s in (mean, std))
         return mean, std
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,31 +65,3 @@ class UnitGaussianNormalizer(nn.Module):
             return x
         mean, std = self._stats(x)
         return x * (std + self.eps) + mean
-
-
-def resample_axis(values: torch.Tensor, axis: int, size: int, kind: Kind) -> torch.Tensor:
-    """Linear interpolation of grid values along ``axis`` to ``size`` points of the same domain.
-
-    Periodic axes hold the left ends of ``n`` equal cells (point ``j`` of ``m`` at ``j n / m`` stored points,
-    wrapping around); node axes hold both ends (point ``j`` at ``j (n - 1) / (m - 1)``); cell axes the centres
-    of ``n`` cells (point ``j`` at ``((2 j + 1) n / m - 1) / 2``, held constant beyond the outer centres).
-    Positions are found in integer arithmetic, so a strided sub-grid of points gets the stored values exactly.
-    """
-    kind = kind_of(kind)
-    n = values.shape[axis]
-    if size == n:
-        return values
-    if size < (2 if kind == NODES else 1):
-        raise DataError(f"normaliser: cannot resample {n} points to {size}")
-    j = torch.arange(size, device=values.device)
-    if kind == CELLS:
-        numerator, denominator = ((2 * j + 1) * n - size).clamp(0, 2 * (n - 1) * size), 2 * size
-    else:
-        numerator, denominator = (j * n, size) if kind == PERIODIC else (j * (n - 1), size - 1)
-    left = numerator // denominator
-    weight = (numerator % denominator).to(values.dtype) / denominator
-    right = (left + 1) % n if kind == PERIODIC else (left + 1).clamp(max=n - 1)
-    shape = [1] * values.dim()
-    shape[axis] = size
-    weight = weight.reshape(shape)
-    return values.index_select(axis, left) * (1 - weight) + values.index_select(axis, right) * weight

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from opformer.errors import DataError
-from opformer.grids import CELLS, NODES, PERIODIC, Kind, kind_of, restrict
+from opformer.grids import CELLS, PERIODIC, Kind, interpolate_axis, kind_of, restrict
 
 
 def fourier_resize(x: Tensor, axis: int, size: int) -> Tensor:
@@ -42,30 +41,6 @@ def fourier_resize(x: Tensor, axis: int, size: int) -> Tensor:
     return torch.fft.irfft(spectrum, n=size, dim=axis, norm="forward").to(x.dtype)
 
 
-def linear_resize(x: Tensor, axis: int, size: int, kind: Kind) -> Tensor:
-    """``x`` linearly interpolated along a closed ``axis`` (``nodes`` or ``cells``) to ``size`` points of the
-    same interval; cell centres beyond the outer stored centres are extrapolated from the last two, so a
-    linear field is reproduced exactly. Positions are found in integer arithmetic (a node sub-grid of a
-    strided size gets the stored values exactly)."""
-    kind = kind_of(kind)
-    n = x.shape[axis]
-    if size == n:
-        return x
-    if n < 2 or size < (2 if kind == NODES else 1):
-        raise DataError(f"cannot resize a {kind} axis of {n} points to {size}")
-    j = torch.arange(size, device=x.device)
-    if kind == CELLS:  # centre j of size cells at ((2j + 1) n / size - 1) / 2 stored cells
-        numerator, denominator = (2 * j + 1) * n - size, 2 * size
-    else:
-        numerator, denominator = j * (n - 1), size - 1
-    left = torch.div(numerator, denominator, rounding_mode="floor").clamp(0, n - 2)
-    weight = (numerator - left * denominator).to(x.dtype) / denominator
-    shape = [1] * x.dim()
-    shape[axis] = size
-    weight = weight.reshape(shape)
-    return x.index_select(axis, left) * (1 - weight) + x.index_select(axis, left + 1) * weight
-
-
 def resize(x: Tensor, first_axis: int, shape: Sequence[int], kinds: Sequence[Kind]) -> Tensor:
     """``x`` with its spatial axes ``first_axis ..`` (of the given kinds) resized to ``shape``: Fourier on
     periodic axes, cell means for an integer coarsening of cells, linear interpolation otherwise."""
@@ -76,5 +51,5 @@ def resize(x: Tensor, first_axis: int, shape: Sequence[int], kinds: Sequence[Kin
         elif kind == CELLS and size < n and n % size == 0:
             x = restrict(x, axis, n // size, [CELLS])
         else:
-            x = linear_resize(x, axis, size, kind)
+            x = interpolate_axis(x, axis, size, kind, extend=True)
     return x
