@@ -16,7 +16,7 @@ from opformer.pde.registry import FLAGS, PDES, dashed, flag_help, users
 DEFAULTS = {
     "burgers": {"resolution": 8192, "viscosity": 0.1 / (2 * math.pi)},
     "darcy": {"resolution": 421, "workers": None},
-    "navier-stokes": {"resolution": 64, "nu": 1e-3, "t_final": 50.0, "solve_resolution": None},
+    "navier-stokes": {"resolution": 64, "nu": 1e-3, "t_final": 50.0, "solve_resolution": None, "dt": None},
     "kolmogorov": {"resolution": 64, "t_final": 10.0, "solve_resolution": 256},
     "turbulence3d": {"resolution": 32, "t_final": 1.0},
     "shallow-water": {"resolution": 64},
@@ -56,7 +56,8 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
     assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction, compressible-ns: "
                                     "last stored time (default: navier-stokes 50; kolmogorov 10; turbulence3d 1; "
                                     "diffusion-reaction 5; compressible-ns 1)")
-    assert "--dt DT diffusion-reaction: the solver's largest time step (default: 0.0025)" in text
+    assert ("--dt DT navier-stokes, diffusion-reaction: the solver's largest time step (default: navier-stokes "
+            "1.28 / the solve grid; diffusion-reaction 0.0025)") in text
 
 
 @pytest.mark.parametrize("name", sorted(PDES))

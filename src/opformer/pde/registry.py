@@ -144,8 +144,9 @@ PDES = {
     # FNO-nu solves 100 at a time (4 calls of 16 took 1.1-1.2x one call of 64)
     "navier-stokes": PDE(
         generate_fno_nu, TRAJECTORY, "FNO-nu vorticity on (0, 1)^2 (Li et al. 2020), frames every time unit",
-        flags=("nu", "t_final", "solve_resolution"),
-        shown={"solve_resolution": "the storage grid for nu >= 1e-3, else 256"}, chunk=100),
+        flags=("nu", "t_final", "solve_resolution", "dt"),
+        shown={"solve_resolution": "the storage grid for nu >= 1e-3, else 256", "dt": "1.28 / the solve grid"},
+        chunk=100),
     "kolmogorov": PDE(
         generate_kolmogorov, TRAJECTORY, "Kolmogorov flow at Re = 1000 on [0, 2 pi)^2, vorticity",
         flags=("t_final", "solve_resolution"),
