@@ -97,7 +97,7 @@ def test_solver_seconds_per_sample_on_a_fake_timer(monkeypatch, durations, runs,
     assert timed["cpu_seconds_per_sample"] == pytest.approx(median / 400)
     assert timed["frames"] == 40 and timed["samples"] == 100
     assert calls[0] == {"samples": 100, "resolution": 64, "nu": 1e-3, "t_final": 40.0, "solve_resolution": None,
-                        "workers": 2}
+                        "dt": None, "workers": 2}
 
 
 def test_solver_processor_time_counts_the_finished_worker_processes():
