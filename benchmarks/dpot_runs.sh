@@ -1,0 +1,59 @@
+#!/bin/bash
+# The trainings behind issue 29 §4 (benchmarks/dpot.py collects their results into benchmarks/results/dpot.*).
+# Resumable: a finished run is skipped, a started one resumed from its last checkpoint (kill -9 safe), a
+# missing one started. Each run's start, end, seconds and load averages go to $RUNS/runs.log.
+# Run it from a frozen copy of the tree (PYTHONPATH=/frozen/src) with the working directory at the repository
+# root that holds data/mixture/ (benchmarks/generate_mixture.sh):
+#
+#   bash benchmarks/dpot_runs.sh GROUP ...   # groups: ablation pretrain
+set -u
+RUNS=${RUNS:-runs/dpot}
+PY=${PY:-.venv/bin/python}
+THREADS=${THREADS:-1}
+mkdir -p "$RUNS"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# run NAME CONFIG [--set KEY=VALUE ...]
+run() {
+  local name=$1 config=$2; shift 2
+  local dir="$RUNS/$name"
+  if [ -f "$dir/summary.json" ] && "$PY" - "$dir" <<'PY'
+import json, sys, yaml
+from pathlib import Path
+run = Path(sys.argv[1])
+done = json.loads((run / "summary.json").read_text())["epochs"]
+sys.exit(0 if done >= yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] else 1)
+PY
+  then echo "skip $dir (finished)"; return 0; fi
+  local start load_start
+  start=$(date +%s); load_start=$(load)
+  if [ -f "$dir/config.yaml" ]; then
+    "$PY" -m opformer train --resume "$dir" || return $?
+  else
+    "$PY" -m opformer train "$config" --out "$dir" --set "train.num_threads=$THREADS" "$@" || return $?
+  fi
+  echo "$name seconds $(( $(date +%s) - start )) load_start $load_start load_end $(load) threads $THREADS" \
+    >> "$RUNS/runs.log"
+}
+
+ablation() {  # §4.3 noise (Table 4 analog) and §4.4 architecture (Table 7 analog), DPOT nano on {DR, SWE, CNS}
+  local noise
+  for noise in 0.2 0 0.02 2.0; do
+    run "noise_$noise" configs/mixture/ablation_dpot_nano.yaml --set "rollout.noise=$noise" || return $?
+  done
+  run afno_nano configs/mixture/ablation_dpot_nano.yaml --set model.shrink=0.01 || return $?
+  run fno2d_time_nano configs/mixture/ablation_fno2d_time.yaml || return $?
+}
+
+pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the same steps
+  run pretrain_micro configs/mixture/dpot_micro.yaml || return $?
+  run pretrain_fno2d_time configs/mixture/fno2d_time.yaml || return $?
+}
+
+[ $# -gt 0 ] || { echo "usage: bash benchmarks/dpot_runs.sh GROUP ... (ablation, pretrain)" >&2; exit 2; }
+for group in "$@"; do
+  case $group in
+    ablation|pretrain) $group || exit $? ;;
+    *) echo "unknown group $group (ablation, pretrain)" >&2; exit 2 ;;
+  esac
+done
