@@ -78,7 +78,7 @@ def main() -> None:
     data, runs = Path(args.data), Path(args.runs)
     load_before = os.getloadavg()
     if not data.is_file():
-        subprocess.run([sys.executable, "-m", "opformer.cli", "generate", "burgers", "--samples", "1224",
+        subprocess.run([sys.executable, "-m", "opformer", "generate", "burgers", "--samples", "1224",
                         "--resolution", "8192", "--out", str(data)], check=True)
     names, threads = args.models.split(","), args.threads or 1
     jobs = {name: (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),

@@ -166,7 +166,7 @@ def test_a_checkpoint_of_another_model_is_refused(capsys, trained_run, tmp_path)
 
 
 def test_console_script_exits_nonzero_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "opformer.cli", "train", str(tmp_path / "missing.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "opformer", "train", str(tmp_path / "missing.yaml"),
                            "--out", str(tmp_path / "run")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"opformer train: error: {tmp_path / 'missing.yaml'}: no such config file"

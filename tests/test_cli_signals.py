@@ -1,5 +1,5 @@
 """SIGINT and SIGTERM at any moment of `opformer train` from its first line on: exit 130 / 143 with one line,
-never a traceback, never a run that carries on as if nothing happened (`-m opformer.cli` runs the console
+never a traceback, never a run that carries on as if nothing happened (`-m opformer` runs the console
 script's `run()`)."""
 
 import signal
@@ -27,7 +27,7 @@ def test_a_signal_at_any_moment_of_train_ends_it_with_the_signals_code(tmp_path,
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(tiny_config(toy_file, epochs=200)))
     for attempt, delay in enumerate((0.0, 0.1, 0.3, 0.8, 2.0)):  # from main()'s first line to training
-        proc = subprocess.Popen([sys.executable, "-m", "opformer.cli", "train", str(config), "--out",
+        proc = subprocess.Popen([sys.executable, "-m", "opformer", "train", str(config), "--out",
                                  str(tmp_path / f"run{attempt}")], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

@@ -107,7 +107,7 @@ def _cells(pid: int) -> list[int]:
 def test_terminated_bench_stops_its_cell_process(tmp_path, attempt):
     """SIGTERM to ``opformer bench`` exits 143 and leaves no orphaned cell process behind, also when it arrives
     the moment the cell has started (while the bench is still inside ``Popen()``: 8 of 12 were orphaned so)."""
-    bench = subprocess.Popen([sys.executable, "-m", "opformer.cli", "bench", "--models", "gt_burgers",
+    bench = subprocess.Popen([sys.executable, "-m", "opformer", "bench", "--models", "gt_burgers",
                               "--resolutions", "64", "--batch", "1", "--repeats", "100000", "--threads", "1",
                               "--time-budget", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

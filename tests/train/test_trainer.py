@@ -47,7 +47,7 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path, toy_file, tiny_config)
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(tiny_config(toy_file, epochs=epochs)))
     run = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "opformer.cli", "train", str(config), "--out", str(run)],
+    proc = subprocess.Popen([sys.executable, "-m", "opformer", "train", str(config), "--out", str(run)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not (run / "metrics.csv").exists() or len(metrics(run)) < 2:

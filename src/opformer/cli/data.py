@@ -1,0 +1,76 @@
+"""``opformer generate`` and ``opformer convert``: data sets made by the built-in solvers or read from published
+files."""
+
+from __future__ import annotations
+
+import argparse
+
+from opformer.cli.options import AddCommand, output_path
+
+EXAMPLES = {
+    "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
+                "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
+                "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
+    "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200",
+}
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", disable=None)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``opformer generate PDE``: solve and store a data set."""
+    from opformer.data.generate import generate_file
+    from opformer.pde.registry import FLAGS, lookup
+
+    output_path("--out", args.out, force=args.force, folders=True)
+    flags = {name: getattr(args, name) for name in FLAGS}
+    resolution = lookup(args.pde).defaults["resolution"] if args.resolution is None else args.resolution
+    with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
+        path = generate_file(args.pde, args.out, args.samples, seed=args.seed, progress=bar.update, **flags)
+    print(f"wrote {args.samples} samples to {path}")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """``opformer convert FORMAT SRC``: a published file in opformer's format."""
+    from opformer.data.convert import convert_file
+    from opformer.data.readers.registry import OPTIONS
+
+    output_path("--out", args.out, force=args.force, folders=True)
+    path, count = convert_file(args.format, args.src, args.out, samples=args.samples,
+                               **{name: getattr(args, name) for name in OPTIONS})
+    print(f"wrote {count} samples to {path}")
+    return 0
+
+
+def add_parsers(add: AddCommand) -> None:
+    """The parsers of ``generate`` and ``convert`` (their flags come from the PDE and reader registries)."""
+    from opformer.pde.registry import FLAGS, PDES, dashed, flag_help
+
+    p = add("generate", "Generate a data set with a built-in numerical solver.")
+    p.add_argument("pde", choices=sorted(PDES), help="which PDE: " + "; ".join(
+        f"{name}, {pde.summary}" for name, pde in PDES.items()))
+    p.add_argument("--samples", type=int, required=True, help="number of samples")
+    p.add_argument("--out", required=True, help="HDF5 file to write")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the initial data")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    for name, flag in FLAGS.items():
+        p.add_argument(dashed(name), type=flag.type, default=None, help=flag_help(name))
+    p.set_defaults(func=cmd_generate)
+
+    from opformer.data.readers.registry import OPTIONS, READERS, option_help
+
+    p = add("convert", "Convert a published data set to opformer's HDF5 format.")
+    p.add_argument("format", choices=sorted(READERS), help="the file's layout: " + "; ".join(
+        f"{name}, {reader.summary}" for name, reader in READERS.items()))
+    p.add_argument("src", help="the published file")
+    p.add_argument("--out", required=True, help="HDF5 file to write")
+    p.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    for name in OPTIONS:
+        p.add_argument(f"--{name}", default=None, help=option_help(name))
+    p.set_defaults(func=cmd_convert)

@@ -1,0 +1,89 @@
+"""``opformer evaluate``, ``plot`` and ``predict``: what a trained run gets right, drawn, and applied to new
+inputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from opformer.cli.options import DEVICE_HELP, AddCommand, output_path, parse_resolutions, writable_folder
+
+EXAMPLES = {
+    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json",
+    "plot": "opformer plot runs/gt --data data/burgers.h5",
+    "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
+}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
+    from opformer.eval.evaluate import evaluate_run, format_table
+    from opformer.io import write_atomic
+
+    from opformer.runs import load_run_config
+
+    json_path = output_path("--json", args.json)
+    data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
+    if data is None or resolutions is None:
+        stored = load_run_config(args.run).data
+        data, resolutions = data or stored.path, resolutions or [stored.resolution]
+    rows = evaluate_run(args.run, data, resolutions, split=args.split, device=args.device)
+    print(format_table(rows, f"{args.run} on {data} ({args.split} split)"))
+    if json_path:
+        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": args.split,
+                                            "results": rows}, indent=2) + "\n")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``opformer plot RUN``: loss curves and predictions as PNG files."""
+    from opformer.eval.report import plot_run
+
+    out = args.out or args.run  # the plots go into the run directory without --out
+    writable_folder("--out", out, Path(out), create=True)
+    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """``opformer predict RUN``: the surrogate applied to every input of a file."""
+    from opformer.eval.report import predict_file
+
+    output_path("--output", args.output, force=args.force, folders=True)
+    path = predict_file(args.run, args.input, args.output, batch_size=args.batch_size, device=args.device)
+    print(f"wrote predictions to {path}")
+    return 0
+
+
+def add_parsers(add: AddCommand) -> None:
+    """The parsers of ``evaluate``, ``plot`` and ``predict``."""
+    p = add("evaluate", "Relative L2 error of a trained run at one or more resolutions.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--data", help="HDF5 data file (default: the run's training data)")
+    p.add_argument("--resolutions", "--resolution", dest="resolutions",
+                   help="comma-separated grid sizes, e.g. 512,2048,8192 (default: the run's training grid; "
+                        "--resolution is the same option)")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="samples to use (run's splits; 'all' for a separate file); default test")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = add("plot", "Loss curves and predicted vs true solutions as PNG files.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--data", help="data file for the prediction plot (default: the run's training data)")
+    p.add_argument("--out", help="output folder (default: the run directory)")
+    p.add_argument("--samples", type=int, default=4, help="test samples to plot")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
+    p.set_defaults(func=cmd_plot)
+
+    p = add("predict", "Apply a trained surrogate to every input of a data file.")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--input", required=True, help="HDF5 data file with inputs")
+    p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
+    p.add_argument("--batch-size", type=int, default=32, help="inputs per model call (default 32)")
+    p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
+    p.set_defaults(func=cmd_predict)
