@@ -81,11 +81,12 @@ class Trainer:
         self.start_epoch = 0
 
     def _check_data_fit(self) -> None:
-        """The model's channels, domain, grid and output shape must be those of the data."""
+        """The model's channels (or more, where the surrogate pads them), domain, grid and output shape must be
+        those of the data."""
         model_cfg = self.surrogate.model.config
         info = self.task.info
         for key, names in (("in_channels", self.task.input_channels), ("out_channels", self.task.target_channels)):
-            if model_cfg.get(key) is not None and model_cfg[key] != len(names):
+            if model_cfg.get(key) is not None and model_cfg[key] != len(names) + self.surrogate.padding:
                 raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
         if info.ndim == 1:
@@ -93,7 +94,7 @@ class Trainer:
                 if key in model_cfg and model_cfg[key] != value:
                     raise ConfigError(f"model.{key}: is {model_cfg[key]!r} but the domain of {info.path} "
                                       f"has {key} {value!r}")
-        self.task.check_fit(self.surrogate.model)
+        self.task.check_fit(self.surrogate)  # the model on the data's channels
 
     def resume(self) -> None:
         """Continue from ``last.pt`` of the run directory (a fresh start if no epoch was finished)."""
