@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -157,6 +158,35 @@ class RolloutConfig:
                               f"{self.unroll_steps}")
 
 
+#: what ``init.components`` may name (for DPOT: patch_embed, pos_embed, time_agg, blocks, head)
+Component = Literal["embed", "pos", "time_agg", "blocks", "head"]
+COMPONENTS: tuple[str, ...] = typing.get_args(Component)
+
+
+@dataclass
+class InitConfig:
+    """Weights copied from a pre-trained run when training starts (fine-tuning, transfer;
+    :mod:`opformer.train.transfer`): ``checkpoint`` a run directory (its ``best.pt``) or a checkpoint file,
+    ``components`` the parts of the model copied (all by default); the rest keeps its fresh initialisation."""
+
+    checkpoint: str | None = None  # None: no weights copied
+    components: list[Component] = field(default_factory=lambda: list(COMPONENTS))
+
+    def __post_init__(self) -> None:
+        """Components only with a checkpoint, each once."""
+        if self.checkpoint is None:
+            if self.components != list(COMPONENTS):
+                raise ConfigError("init.components: only used with init.checkpoint")
+            return
+        if not self.checkpoint:
+            raise ConfigError("init.checkpoint: expected a run directory or a checkpoint file, got ''")
+        if not self.components:
+            raise ConfigError(f"init.components: empty; name some of {', '.join(COMPONENTS)}")
+        twice = [c for i, c in enumerate(self.components) if c in self.components[:i]]
+        if twice:
+            raise ConfigError(f"init.components: {twice[0]!r} is given twice")
+
+
 @dataclass
 class RunConfig:
     """Everything that defines a training run."""
@@ -168,6 +198,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
+    init: InitConfig = field(default_factory=InitConfig)  # weights from a pre-trained run (fine-tuning)
     seed: Annotated[int, Range(ge=0, lt=2**63)] = 1127802  # torch's generators take 64 bits (+ epoch)
 
     def __post_init__(self) -> None:

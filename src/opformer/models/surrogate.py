@@ -20,12 +20,24 @@ def zero_boundary(y: torch.Tensor) -> torch.Tensor:
     return y * mask.unsqueeze(-1)
 
 
+def channel_padding(model_config: dict[str, Any], data: dict[str, Any]) -> int:
+    """Zero channels appended to the data's to make the model's ``in_channels`` (DPOT pads every data set to
+    the pre-trained count, so a fine-tuned model keeps it): where the inputs and targets are the same fields
+    (trajectories, mixtures) and the model returns as many channels as it takes; 0 elsewhere."""
+    built, out = model_config.get("in_channels"), model_config.get("out_channels")
+    if built is None or data["input_channels"] != data["target_channels"] or out not in (None, built):
+        return 0
+    return max(built - len(data["input_channels"]), 0)
+
+
 class Surrogate(nn.Module):
     """What is trained, checkpointed and applied: ``decode(model(encode(x)))`` in physical units.
 
     ``spec`` is a JSON-serialisable description (model config, normaliser settings, data signature, output
     boundary condition) from which :meth:`from_spec` rebuilds an identical module without the original YAML.
-    With ``spec["boundary"] == "dirichlet"`` the de-normalised output is set to zero on the boundary.
+    With ``spec["boundary"] == "dirichlet"`` the de-normalised output is set to zero on the boundary. A model
+    with more channels than the data (:func:`channel_padding`) gets the normalised input with zero channels
+    appended, and its output's first channels (the data's) are the prediction.
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -41,6 +53,12 @@ class Surrogate(nn.Module):
                                                         tuple(data.get("target_shape", shape)),
                                                         len(data["target_channels"]), periodic)
         self.dirichlet = spec.get("boundary", "none") == "dirichlet"
+        self.padding = channel_padding(self.model.config, data)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's config (defaults filled in), read by the checks of a model against the data."""
+        return self.model.config
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Surrogate:
@@ -56,5 +74,10 @@ class Surrogate(nn.Module):
         z = self.input_normalizer.encode(x)
         if input_noise is not None:
             z = z + input_noise
-        y = self.target_normalizer.decode(self.model(z))
+        if self.padding:
+            z = torch.cat([z, z.new_zeros((*z.shape[:-1], self.padding))], dim=-1)
+            y = self.model(z)[..., :-self.padding]
+        else:
+            y = self.model(z)
+        y = self.target_normalizer.decode(y)
         return zero_boundary(y) if self.dirichlet else y

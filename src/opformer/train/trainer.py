@@ -24,6 +24,7 @@ from opformer.train.distributed import Context, check_batch, session
 from opformer.train.progress import Progress
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.tasks import Task, make_task
+from opformer.train.transfer import initialize
 
 
 #: the ``torch.compile`` backend of ``train.compile`` (the tests use "eager", which builds no C++)
@@ -65,6 +66,9 @@ class Trainer:
         self.surrogate = Surrogate(spec)
         spec["model"] = self.surrogate.model.config  # defaults filled in
         self._check_data_fit()
+        self.init_note = ""  # what the init section copied, logged when training starts
+        if config.init.checkpoint and not (self.run_dir / "last.pt").is_file():  # resumed: its own weights
+            self.init_note = initialize(self.surrogate.model, config.init)
         inputs, targets = self.task.normalizer_data()
         self.surrogate.input_normalizer.fit(inputs)
         self.surrogate.target_normalizer.fit(targets)
@@ -81,11 +85,12 @@ class Trainer:
         self.start_epoch = 0
 
     def _check_data_fit(self) -> None:
-        """The model's channels, domain, grid and output shape must be those of the data."""
+        """The model's channels (or more, where the surrogate pads them), domain, grid and output shape must be
+        those of the data."""
         model_cfg = self.surrogate.model.config
         info = self.task.info
         for key, names in (("in_channels", self.task.input_channels), ("out_channels", self.task.target_channels)):
-            if model_cfg.get(key) is not None and model_cfg[key] != len(names):
+            if model_cfg.get(key) is not None and model_cfg[key] != len(names) + self.surrogate.padding:
                 raise ConfigError(f"model.{key}: is {model_cfg[key]} but {info.path} has "
                                   f"{len(names)} ({', '.join(names)})")
         if info.ndim == 1:
@@ -93,7 +98,7 @@ class Trainer:
                 if key in model_cfg and model_cfg[key] != value:
                     raise ConfigError(f"model.{key}: is {model_cfg[key]!r} but the domain of {info.path} "
                                       f"has {key} {value!r}")
-        self.task.check_fit(self.surrogate.model)
+        self.task.check_fit(self.surrogate)  # the model on the data's channels
 
     def resume(self) -> None:
         """Continue from ``last.pt`` of the run directory (a fresh start if no epoch was finished)."""
@@ -197,6 +202,8 @@ class Trainer:
         progress.log(f"{'resumed at' if self.start_epoch else 'started'} epoch {self.start_epoch + 1} of {epochs}, "
                      f"{self.task.steps_per_epoch()} steps each, on {self.device} with {torch.get_num_threads()} "
                      f"threads{processes}: {sessions[-1]['command'] if main else ''}")
+        if self.init_note:
+            progress.log(self.init_note)
         writer = _tensorboard(self.run_dir) if main else None
         for epoch in range(self.start_epoch, epochs):
             if self.config.train.retain_freed_memory:
@@ -265,6 +272,9 @@ def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -
         if config.data.path:  # stored absolute, so that evaluate and plot find the data from any folder
             data = dataclasses.replace(config.data, path=str(Path(config.data.path).absolute()))
             config = dataclasses.replace(config, data=data)
+        if config.init.checkpoint:
+            init = dataclasses.replace(config.init, checkpoint=str(Path(config.init.checkpoint).absolute()))
+            config = dataclasses.replace(config, init=init)
         if config.data.mixture:
             members = [dataclasses.replace(m, path=str(Path(m.path).absolute())) for m in config.data.mixture]
             config = dataclasses.replace(config, data=dataclasses.replace(config.data, mixture=members))
