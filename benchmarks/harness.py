@@ -162,6 +162,19 @@ def describe_machine(info: dict[str, Any] | str) -> str:
     return ", ".join(words)
 
 
+def timing_log(path: Path) -> dict[str, dict[str, Any]]:
+    """``name -> {seconds, load_start, load_end, KEY: int ...}`` from a log of lines ``NAME seconds S load_start A
+    B C load_end D E F [KEY N ...]`` (benchmarks/generate_mixture.sh, dpot_runs.sh); a name's last line wins."""
+    out = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            words = line.split()
+            out[words[0]] = {"seconds": float(words[2]), "load_start": [float(w) for w in words[4:7]],
+                             "load_end": [float(w) for w in words[8:11]],
+                             **{key: int(value) for key, value in zip(words[11::2], words[12::2])}}
+    return out
+
+
 def describe_load(result: dict[str, Any]) -> str:
     """The load averages a result's :func:`metadata` recorded: "load average (1/5/15 min) before a / b / c,
     after d / e / f"."""

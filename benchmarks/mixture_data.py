@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import argument_parser, describe_load, describe_machine, table_head, write_results
+from harness import argument_parser, describe_load, describe_machine, table_head, timing_log, write_results
 from opformer.data.store import read_fields, read_info
 from opformer.grids import axis_kinds
 from opformer.io import atomic_replace
@@ -23,24 +23,13 @@ from opformer.io import atomic_replace
 MEMBERS = ("dr", "swe", "fno_nu1e-3", "smoke", "smoke_conditioned", "cns_m1_eta0.1", "fno_nu1e-4", "fno_nu1e-5")
 
 
-def generation_times(log: Path) -> dict[str, dict[str, Any]]:
-    """``member -> {seconds, load_start, load_end, samples}`` from the generation log's lines."""
-    times = {}
-    if log.exists():
-        for line in log.read_text().splitlines():
-            words = line.split()
-            times[words[0]] = {"seconds": float(words[2]), "load_start": [float(w) for w in words[4:7]],
-                               "load_end": [float(w) for w in words[8:11]], "samples": int(words[12])}
-    return times
-
-
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--data", default="data/mixture")
     args = parser.parse_args()
     load_before = os.getloadavg()
     folder = Path(args.data)
-    times = generation_times(folder / "generation.log")
+    times = timing_log(folder / "generation.log")
     rows, frames = [], []
     for member in MEMBERS:
         path = folder / f"{member}.h5"

@@ -53,10 +53,11 @@ def test_exact_step_gives_zero_rollout_error_and_given_frames_are_not_counted(he
         new = torch.fft.ifft2(torch.fft.fft2(last) * decay).real
         return new[..., None, None].to(context.dtype)
 
-    preds, errors = rollout_errors(exact, data.fields, t_in=3, n_frames=9, batch_size=4, device=torch.device("cpu"))
-    assert preds.shape == (10, 9, 16, 16, 1) and errors.shape == (10, 9)
-    assert errors.max() < 1e-5
-    _, none_given = rollout_errors(persistence, data.fields, 3, 9, 4, torch.device("cpu"))
+    preds, errors, l2re = rollout_errors(exact, data.fields, t_in=3, n_frames=9, batch_size=4,
+                                         device=torch.device("cpu"))
+    assert preds.shape == (10, 9, 16, 16, 1) and errors.shape == (10, 9) and l2re.shape == (10,)
+    assert errors.max() < 1e-5 and l2re.max() < 1e-5
+    none_given = rollout_errors(persistence, data.fields, 3, 9, 4, torch.device("cpu")).per_frame
     # persistence: the first predicted frame is frame 2 again, so its error is that of one decay step
     one_step = relative_l2_per_sample(data.fields[:, 2], data.fields[:, 3])
     torch.testing.assert_close(none_given[:, 0], one_step)
@@ -81,3 +82,33 @@ def test_masked_relative_l2_ignores_whatever_padding_holds():
     assert torch.allclose(value[0], relative_l2_per_sample(pred[:1, ..., :1], target[:1, ..., :1])[0])
     value.sum().backward()
     assert torch.isfinite(pred.grad).all() and torch.all(pred.grad[0, ..., 1] == 0)
+
+
+def test_rollout_l2re_by_hand_with_a_padded_channel():
+    # 2 samples, 3 frames, 2 points, channel 0 real and channel 1 padded (zero); 1 given frame, 2 predicted
+    real = torch.tensor([[[1.0, 2.0], [2.0, 2.0], [3.0, 4.0]],
+                         [[0.0, 3.0], [0.0, 4.0], [0.0, 3.0]]], dtype=torch.float64)
+    fields = torch.stack([real, torch.zeros_like(real)], dim=-1)
+    mask = torch.tensor([True, False])
+
+    def noisy_persistence(context):  # writes 5 into the padded channel, which the rollout must zero
+        return persistence(context) + torch.tensor([0.0, 5.0])
+
+    for step in (persistence, noisy_persistence):
+        preds, per_frame, l2re = rollout_errors(step, fields, 1, 2, batch_size=1, device=torch.device("cpu"),
+                                                mask=mask)
+        assert torch.all(preds[..., 1] == 0) and torch.equal(preds[..., 0], real[:, :1].expand(2, 2, 2))
+        # sample 0: ||(1, 0, 2, 2)|| / ||(2, 2, 3, 4)|| = 3 / sqrt(33); sample 1: ||(0, 1, 0, 0)|| / ||(0, 4, 0, 3)||
+        assert l2re.tolist() == pytest.approx([3 / math.sqrt(33), 1 / 5], rel=1e-12)
+        assert per_frame.flatten().tolist() == pytest.approx([math.sqrt(1 / 8), math.sqrt(8 / 25), 1 / 4, 0.0], rel=1e-12)
+    # without a mask a channel of zeros is a real one: its ratio is 0 / 0 (NaN) for persistence, and the noisy
+    # step is not zeroed
+    assert torch.isnan(rollout_errors(persistence, fields, 1, 2, 1, torch.device("cpu")).l2re).all()
+
+
+def test_a_rollout_of_no_trajectories_calls_no_step():
+    def step(context):
+        raise AssertionError("called")
+
+    empty = rollout_errors(step, torch.zeros(0, 5, 4, 1), 2, 3, 4, torch.device("cpu"), mask=torch.tensor([True]))
+    assert empty.predictions.shape == (0, 3, 4, 1) and empty.per_frame.shape == (0, 3) and empty.l2re.shape == (0,)

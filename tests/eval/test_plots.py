@@ -137,3 +137,20 @@ def test_files_are_whole_pngs_and_gifs_and_no_temporary_is_left(tmp_path):
     with pil.open(gif) as image:
         assert image.format == "GIF" and image.n_frames == len(times)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.png", "rollout.gif"]
+
+
+def test_rollout_frames_error_row_is_the_absolute_difference_on_one_scale(tmp_path, figures):
+    truth = torch.arange(3.0).reshape(3, 1, 1, 1).expand(3, 2, 2, 1).clone()
+    pred = truth.clone()
+    pred[2, 1, 0, 0] += 4  # the largest error shown: 4, at the last frame
+    pred[0, 0, 1, 0] -= 1
+    plots.plot_rollout_frames(truth, pred, [0.0, 1.0, 2.0], tmp_path / "f.png", columns=3, name="w", error=True)
+    fig = figures[0][0]
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels[6:]] == ["|error|, t = 0", "|error|, t = 1", "|error|, t = 2"]
+    for frame, ax in enumerate(panels[6:]):
+        image = ax.get_images()[0]
+        assert image.get_clim() == (0.0, 4.0)
+        assert torch.equal(torch.as_tensor(image.get_array().data), (pred - truth)[frame, ..., 0].abs().T)
+    assert [ax.get_xlabel() for ax in _colour_bars(fig)] == ["w"] * 3 + ["|w prediction - truth|"]
+    _assert_laid_out(fig)

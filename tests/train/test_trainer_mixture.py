@@ -76,8 +76,9 @@ def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture, 
         torch.testing.assert_close(res["state_dict"][key], value, rtol=0, atol=0)
     stored = ref["run_config"]["data"]["mixture"]
     assert [m["path"] for m in stored] == [str(p.absolute()) for p in toy_mixture]
-    # evaluate / plot / predict take runs of one data file: a mixture run is refused in one line, naming it
-    for argv in (["evaluate", str(run)], ["plot", str(run)],
+    # predict, and evaluate / plot given a data file, take runs of one data file: refused in one line, naming it
+    given = ["--data", str(toy_mixture[0])]
+    for argv in (["evaluate", str(run), *given], ["plot", str(run), *given],
                  ["predict", str(run), "--input", str(toy_mixture[0]), "--output", str(tmp_path / "p.h5")]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from opformer.cli.options import DEVICE_HELP, AddCommand, output_path, parse_resolutions, writable_folder
+from opformer.errors import ConfigError
 
 EXAMPLES = {
     "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json",
@@ -19,17 +20,26 @@ EXAMPLES = {
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
     from opformer.eval.evaluate import evaluate_run, format_table
+    from opformer.eval.members import evaluate_mixture, format_mixture_table
     from opformer.io import write_atomic
 
     from opformer.runs import load_run_config
 
     json_path = output_path("--json", args.json)
     data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
-    if data is None or resolutions is None:
-        stored = load_run_config(args.run).data
+    if args.frames is not None and args.frames < 1:
+        raise ConfigError(f"--frames {args.frames}: expected at least 1 frame")
+    stored = load_run_config(args.run).data
+    if stored.mixture and data is None and resolutions is None:
+        rows = evaluate_mixture(args.run, split=args.split, frames=args.frames, paper_lengths=args.paper_lengths,
+                                device=args.device)
+        print(format_mixture_table(rows, f"{args.run}: each member of its mixture ({args.split} split)"))
+    else:
+        if args.paper_lengths:
+            raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
         data, resolutions = data or stored.path, resolutions or [stored.resolution]
-    rows = evaluate_run(args.run, data, resolutions, split=args.split, device=args.device)
-    print(format_table(rows, f"{args.run} on {data} ({args.split} split)"))
+        rows = evaluate_run(args.run, data, resolutions, split=args.split, device=args.device, frames=args.frames)
+        print(format_table(rows, f"{args.run} on {data} ({args.split} split)"))
     if json_path:
         write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": args.split,
                                             "results": rows}, indent=2) + "\n")
@@ -67,6 +77,11 @@ def add_parsers(add: AddCommand) -> None:
                         "--resolution is the same option)")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="samples to use (run's splits; 'all' for a separate file); default test")
+    p.add_argument("--frames", type=int,
+                   help="frames to roll out after the given ones (trajectory data; default: the run's eval_frames, "
+                        "else all)")
+    p.add_argument("--paper-lengths", action="store_true",
+                   help="a mixture run: roll out each member for the DPOT paper's number of frames")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_evaluate)

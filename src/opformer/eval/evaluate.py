@@ -52,30 +52,32 @@ def load_run(run_dir: str | os.PathLike) -> tuple[str, Surrogate, dict[str, Any]
     """A run's best (else last) checkpoint, its surrogate and payload, for evaluation on one data file.
 
     Runs trained on a mixture of data sets are refused in one line (their members have other channel counts and
-    grids than the padded training batches; per-member evaluation comes with DPOT's evaluation)."""
+    grids than the padded training batches; :mod:`opformer.eval.members` evaluates and plots them per member)."""
     checkpoint = run_checkpoint(run_dir)
     surrogate, payload = load_surrogate(checkpoint)
     mixture = payload["run_config"]["data"].get("mixture")
     if mixture:
-        raise ConfigError(f"{run_dir}: trained on a mixture of {len(mixture)} data sets; evaluate, plot and predict "
-                          "take runs trained on one data file (the mixture's own validation is in metrics.csv)")
+        raise ConfigError(f"{run_dir}: trained on a mixture of {len(mixture)} data sets; evaluate and plot take it "
+                          "without --data (a row per member), predict takes runs trained on one data file")
     return str(checkpoint), surrogate, payload
 
 
 def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
-                 split: str = "test", device: str = "auto", batch_size: int | None = None) -> list[dict[str, Any]]:
+                 split: str = "test", device: str = "auto", batch_size: int | None = None,
+                 frames: int | None = None) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
 
     ``split`` uses the run's n_train/n_val/n_test (``all`` takes every sample, for a separate test file).
     Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
-    noise realisation of the same level (seeded by the run's seed and the split).
+    noise realisation of the same level (seeded by the run's seed and the split). Trajectory data are rolled
+    out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all).
     """
     checkpoint, surrogate, payload = load_run(run_dir)
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
     if read_info(data_path).kind == "trajectory":
-        return [rollout_row(surrogate, payload, checkpoint, data_path, r, split, dev, batch_size)[0]
+        return [rollout_row(surrogate, payload, checkpoint, data_path, r, split, dev, batch_size, frames=frames)[0]
                 for r in resolutions]
     rows = []
     noise_level = cfg["data"].get("input_noise", 0.0)
@@ -98,12 +100,15 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
 
 def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data_path: str | os.PathLike,
                 resolution: int | None, split: str, device: torch.device, batch_size: int | None = None,
-                step: Step | None = None) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
+                step: Step | None = None, frames: int | None = None
+                ) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
     """Roll out every trajectory of ``split`` from its first ``t_in`` frames at one resolution.
 
     Returns the metrics row (trajectory-averaged and final-frame relative L2, the mean error of every
-    predicted frame), the split and the predictions ``(sample, frame, *spatial, channels)``. ``step`` replaces
-    the surrogate's predictions (a baseline on the same frames and metric).
+    predicted frame, and DPOT's space-time L2RE ``l2re``), the split and the predictions
+    ``(sample, frame, *spatial, channels)``. ``step`` replaces the surrogate's predictions (a baseline on the
+    same frames and metric); ``frames`` (default: the run's ``eval_frames``, else every frame after ``t_in``)
+    is the length of the rollout.
     """
     cfg = payload["run_config"]
     rollout = cfg.get("rollout", {})
@@ -112,12 +117,12 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
                              n_test=cfg["data"]["n_test"], resolution=resolution,
                              time_stride=rollout.get("time_stride", 1))
     check_compatible(surrogate, data.info, source)
-    frames = rollout.get("eval_frames") or data.n_times - t_in
+    frames = frames or rollout.get("eval_frames") or data.n_times - t_in
     trained = trained_resolution(surrogate, cfg)
     data.check_window(t_in, frames, "rollout")
-    preds, errors = rollout_errors(step or surrogate.eval(), data.fields, t_in, frames,
-                                   batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained,
-                                                                   data.resolution), device)
+    preds, errors, l2re = rollout_errors(step or surrogate.eval(), data.fields, t_in, frames,
+                                         batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained,
+                                                                         data.resolution), device)
     per_frame = errors.mean(dim=0)
     row = {
         "resolution": data.resolution[0],
@@ -128,28 +133,36 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
         "final_relative_l2": float(per_frame[-1]),
         "frames": frames,
         "per_frame_relative_l2": [float(e) for e in per_frame],
+        "l2re": float(l2re.mean()),
+        "l2re_std": spread(l2re),
     }
     return row, data, preds
 
 
-def persistence_row(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "test"
-                    ) -> dict[str, Any]:
+def spread(values: torch.Tensor) -> float:
+    """The standard deviation of per-sample values (0 for one sample)."""
+    return float(values.std()) if len(values) > 1 else 0.0
+
+
+def persistence_row(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "test",
+                    frames: int | None = None) -> dict[str, Any]:
     """The rollout metrics of repeating the last given frame, on the trajectories and frames a run is
     evaluated on (:func:`evaluate_run`)."""
     checkpoint, surrogate, payload = load_run(run_dir)
     return rollout_row(surrogate, payload, checkpoint, data_path, None, split, torch.device("cpu"),
-                       step=persistence)[0]
+                       step=persistence, frames=frames)[0]
 
 
 def format_table(rows: list[dict[str, Any]], title: str = "") -> str:
     """A plain-text table of evaluation rows."""
     lines = [title] if title else []
     rollout = bool(rows) and "final_relative_l2" in rows[0]
-    extra = f"  {'final frame':>11}  {'frames':>6}" if rollout else ""
+    extra = f"  {'final frame':>11}  {'frames':>6}  {'L2RE':>10}" if rollout else ""
     lines.append(f"{'resolution':>10}  {'samples':>7}  {'rel. L2':>10}  {'std':>9}{extra}  note")
     for row in rows:
         note = "trained here" if row["resolution"] == row["trained_at"] else "zero-shot"
-        extra = f"  {row['final_relative_l2']:>11.3e}  {row['frames']:>6}" if rollout else ""
+        extra = (f"  {row['final_relative_l2']:>11.3e}  {row['frames']:>6}  {row['l2re']:>10.3e}" if rollout
+                 else "")
         lines.append(f"{row['resolution']:>10}  {row['samples']:>7}  {row['relative_l2']:>10.3e}  "
                      f"{row['relative_l2_std']:>9.2e}{extra}  {note}")
     return "\n".join(lines)

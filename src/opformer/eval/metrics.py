@@ -8,6 +8,7 @@ A step maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -107,20 +108,38 @@ def persistence(context: torch.Tensor) -> torch.Tensor:
     return context[..., -1:, :]
 
 
+class RolloutErrors(NamedTuple):
+    """What :func:`rollout_errors` returns: the predicted frames ``(sample, frame, *spatial, channels)`` (on the
+    CPU), opformer's relative L2 of every predicted frame ``(sample, frame)`` (over grid and real channels) and
+    DPOT's L2RE ``(sample,)`` (per real channel over the whole space-time rollout, mean over the channels)."""
+
+    predictions: torch.Tensor
+    per_frame: torch.Tensor
+    l2re: torch.Tensor
+
+
 @torch.no_grad()
 def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
-                   device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+                   device: torch.device, mask: torch.Tensor | None = None) -> RolloutErrors:
     """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, channels)`` from its first ``t_in``
-    frames; returns the predictions ``(sample, n_frames, *spatial, channels)`` (on the CPU) and the relative
-    L2 error of every predicted frame ``(sample, n_frames)``. The given frames are never counted.
+    frames and measure the ``n_frames`` predicted frames (the given frames are never counted).
+
+    ``mask`` ``(channels,)`` (True where real; default all) marks a mixture member's padded channels: the step's
+    outputs there are zeroed before they are fed back, and no error counts them (the truth is zero there, so the
+    per-frame error is over the real channels too).
     """
-    preds, errors = [], []
-    for start in range(0, fields.shape[0], batch_size):
+    keep = torch.ones(fields.shape[-1], dtype=torch.bool) if mask is None else mask.cpu()
+    on_device = keep.to(device)
+    masked = step if mask is None else (lambda x: step(x) * on_device)
+    preds, per_frame, l2re = [], [fields.new_zeros((0, n_frames))], [fields.new_zeros((0,))]
+    for start in range(0, fields.shape[0], batch_size):  # none for no trajectories (a process's empty shard)
         chunk = fields[start:start + batch_size]
         context = chunk[:, :t_in].movedim(1, -2).to(device)
-        pred = rollout(step, context, n_frames).movedim(-2, 1).cpu()
+        pred = rollout(masked, context, n_frames).movedim(-2, 1).cpu()
         truth = chunk[:, t_in:t_in + n_frames]
-        per_frame = relative_l2_per_sample(pred.transpose(0, 1).flatten(0, 1), truth.transpose(0, 1).flatten(0, 1))
-        errors.append(per_frame.reshape(n_frames, -1).T)
+        frame_errors = relative_l2_per_sample(pred.flatten(0, 1), truth.flatten(0, 1))
+        per_frame.append(frame_errors.reshape(len(chunk), n_frames))
+        l2re.append(masked_relative_l2_per_sample(pred, truth, keep.expand(len(chunk), -1)))
         preds.append(pred)
-    return torch.cat(preds), torch.cat(errors)
+    predictions = torch.cat(preds) if preds else fields.new_zeros((0, n_frames, *fields.shape[2:]))
+    return RolloutErrors(predictions, torch.cat(per_frame), torch.cat(l2re))

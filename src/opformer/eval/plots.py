@@ -138,16 +138,21 @@ def _frame_image(field: torch.Tensor) -> torch.Tensor:
 
 
 def plot_rollout_frames(truth: torch.Tensor, pred: torch.Tensor, times: list[float], out: str | os.PathLike,
-                        columns: int = 5, name: str = "field", title: str = "") -> Path:
-    """True (top row) and predicted (bottom row) frames of one trajectory at evenly spaced times.
+                        columns: int = 5, name: str = "field", title: str = "", error: bool = False) -> Path:
+    """True (top row) and predicted (second row) frames of one trajectory at evenly spaced times; with
+    ``error``, a third row of ``|prediction - truth|``.
 
     ``truth``/``pred`` are ``(frame, *spatial, channels)``; 3D fields show their middle slice. Each column
-    is drawn on the true frame's range, shown by a colour bar under it (``name`` labels it); the axes are
-    the grid's x and y (no ticks).
+    is drawn on the true frame's range, shown by a colour bar under it (``name`` labels it); the error row has
+    one colour scale of its own (0 to the largest error shown); the axes are the grid's x and y (no ticks).
     """
     plt = _pyplot()
     picks = sorted({round(i * (len(times) - 1) / max(columns - 1, 1)) for i in range(columns)})
-    fig, axes = plt.subplots(2, len(picks), figsize=(2.6 * len(picks), 6.2), squeeze=False, layout="constrained")
+    rows = 3 if error else 2
+    fig, axes = plt.subplots(rows, len(picks), figsize=(2.6 * len(picks), 3.1 * rows), squeeze=False,
+                             layout="constrained")
+    errors = [(_frame_image(pred[f]) - _frame_image(truth[f])).abs() for f in picks]
+    largest = max(float(e.max()) for e in errors)
     for col, frame in enumerate(picks):
         t_img, p_img = _frame_image(truth[frame]), _frame_image(pred[frame])
         low, high = float(t_img.min()), float(t_img.max())
@@ -156,7 +161,14 @@ def plot_rollout_frames(truth: torch.Tensor, pred: torch.Tensor, times: list[flo
             drawn = ax.imshow(image.T.numpy(), origin="lower", vmin=low, vmax=high, cmap="RdBu_r")
             ax.set_title(f"{label}, t = {times[frame]:g}", fontsize=8)
             ax.set(xticks=[], yticks=[], xlabel="x", ylabel="y")
-        fig.colorbar(drawn, ax=axes[:, col], location="bottom", label=name, shrink=0.9)
+        fig.colorbar(drawn, ax=axes[:2, col], location="bottom", label=name, shrink=0.9)
+        if error:
+            ax = axes[2, col]
+            shown = ax.imshow(errors[col].T.numpy(), origin="lower", vmin=0, vmax=largest, cmap="magma")
+            ax.set_title(f"|error|, t = {times[frame]:g}", fontsize=8)
+            ax.set(xticks=[], yticks=[], xlabel="x", ylabel="y")
+    if error:
+        fig.colorbar(shown, ax=axes[2, :], location="bottom", label=f"|{name} prediction - truth|", shrink=0.5)
     return _save(fig, out, title)
 
 

@@ -13,9 +13,11 @@ from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import check_compatible, load_run, rollout_row
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
+from opformer.eval.members import load_mixture_run, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
+from opformer.runs import load_run_config
 from opformer.runtime import resolve_device
 
 
@@ -25,13 +27,17 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
 
     1D: input, truth and prediction curves beside the error prediction - truth; 2D: input, truth, prediction
     (one colour scale) and error maps (with the run's input noise, if it was trained with some, as in
-    evaluation).
+    evaluation). Trajectory runs: rollout figures (:func:`plot_rollouts`); a mixture run: a rollout figure per
+    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None).
     """
     dev = resolve_device(device)
     run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir else run_dir
+    if load_run_config(run_dir).data.mixture and data_path is None:
+        out.mkdir(parents=True, exist_ok=True)
+        return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run_dir, out, dev)]
     checkpoint, surrogate, payload = load_run(run_dir)
     surrogate.to(dev)
-    out = Path(out_dir) if out_dir else run_dir
     out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
     written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
@@ -71,6 +77,25 @@ def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: s
             plot_rollout_frames(truth, preds[0], times, out / "rollout_frames.png", name=data.info.target_channels[0],
                                 title=f"{name}: test trajectory 0"),
             animate_rollout(truth, preds[0], times, out / "rollout.gif", name=data.info.target_channels[0])]
+
+
+def plot_mixture_rollouts(run_dir: str | os.PathLike, out: Path, device: torch.device) -> list[Path]:
+    """``rollout_MEMBER.png`` per member of a mixture run: the first test trajectory's true, predicted and
+    error frames (first channel) on the member's stored grid, rolled out as in evaluation."""
+    surrogate, payload = load_mixture_run(run_dir)
+    surrogate.to(device)
+    t_in = surrogate.spec["data"]["t_in"]
+    written = []
+    for member in member_splits(surrogate, payload, "test", samples=1):
+        result = member_rollout(surrogate, member, t_in, 1, device)
+        times = [float(t) for t in member.data.times[t_in:t_in + member.frames]]
+        truth = member.data.fields[0, t_in:t_in + member.frames]
+        pred = result.predictions[0, ..., :truth.shape[-1]]
+        title = (f"{Path(run_dir).name}: {member.name}, test trajectory 0 from {t_in} frames, "
+                 f"L2RE {float(result.l2re[0]):.3e}")
+        written.append(plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
+                                           name=member.data.info.input_channels[0], title=title, error=True))
+    return written
 
 
 def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,

@@ -23,8 +23,7 @@ from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
-from opformer.eval.metrics import (NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout, rollout_errors,
-                                   split_errors)
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part, normal
 from opformer.train.losses import H1RelativeLoss, relative_l2
@@ -212,8 +211,8 @@ class TrajectoryTask:
         fields = self.val.fields[context.rows(len(self.val))]
         errors = torch.zeros(0)
         if len(fields):
-            _, errors = rollout_errors(surrogate, fields, self.config.rollout.t_in, self.eval_frames,
-                                       self.config.train.eval_batch_size, device)
+            errors = rollout_errors(surrogate, fields, self.config.rollout.t_in, self.eval_frames,
+                                    self.config.train.eval_batch_size, device).per_frame
         return context.mean(errors)
 
 
@@ -297,14 +296,8 @@ class MixtureTask:
         t_in, batch_size = self.config.rollout.t_in, self.config.train.eval_batch_size
         for member, (fields, mask), frames in zip(self.mixture.members, self.val, self.eval_frames):
             mine = fields[context.rows(len(fields))]
-            keep = mask.to(device)
-            errors = []
-            for chunk in mine.split(batch_size):
-                start = chunk[:, :t_in].movedim(1, -2).to(device)
-                pred = rollout(lambda x: surrogate(x) * keep, start, frames).cpu()
-                truth = chunk[:, t_in:t_in + frames].movedim(1, -2)
-                errors.append(masked_relative_l2_per_sample(pred, truth, mask.expand(len(chunk), -1)))
-            self.member_errors[member.name] = context.mean(torch.cat(errors) if errors else torch.zeros(0))
+            errors = rollout_errors(surrogate, mine, t_in, frames, batch_size, device, mask=mask).l2re
+            self.member_errors[member.name] = context.mean(errors)
         return sum(self.member_errors.values()) / len(self.member_errors)
 
 

@@ -1,0 +1,268 @@
+"""DPOT's claims at CPU scale (issue 29 §4): collects and evaluates the runs; it trains nothing.
+
+The trainings run elsewhere (``bash benchmarks/dpot_runs.sh GROUP`` from a frozen copy of the tree); this script
+evaluates every run present under ``--runs`` (default ``runs/dpot``), says which are absent, and writes
+benchmarks/results/dpot.json and dpot.md with a section per claim. The layout of ``--runs``:
+
+- ``pretrain_micro``, ``pretrain_fno2d_time``: DPOT micro and FNO2d-time on the 8-member 64^2 mixture, the same
+  steps (§4.1);
+- ``kolmogorov_{finetune,scratch}_n{10,100}_s{0,1,2}``: Kolmogorov flow at 64^2 from 10 or 100 training
+  trajectories, seeds 0-2, fine-tuned from ``pretrain_micro`` or from scratch, the same steps (§4.2);
+- ``noise_{0,0.02,0.2,2.0}``: DPOT nano on {DR, SWE, CNS} with that input-noise RMS fraction (§4.3);
+- ``noise_0.2``, ``afno_nano``, ``fno2d_time_nano``: DPOT nano, its soft-shrink (AFNO) variant and FNO2d-time at
+  its parameters, the same mixture and steps (§4.4).
+
+A mixture run is evaluated per member on the member's test split and stored grid (``opformer evaluate RUN``:
+L2RE per sample and real channel over the whole space-time rollout, beside persistence, the last given frame
+repeated); ``--frames paper`` (default) rolls out each member for the paper's number of frames, ``all`` to the
+end. A Kolmogorov run is a trajectory run: its test trajectories rolled out to the end. ``runs.log`` (written by
+dpot_runs.sh) gives each run's training seconds and load averages. Run from the repository root::
+
+    .venv/bin/python benchmarks/dpot.py [--runs runs/dpot] [--frames paper|all]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from harness import ROOT, argument_parser, describe_load, describe_machine, table_head, timing_log, write_results
+from opformer.errors import OpformerError
+from opformer.eval.evaluate import evaluate_run, persistence_row
+from opformer.eval.members import evaluate_mixture
+from opformer.runs import load_run_config
+
+NOISES = ("0", "0.02", "0.2", "2.0")
+KOLMOGOROV = [f"kolmogorov_{init}_n{n}_s{seed}" for init in ("finetune", "scratch") for n in (10, 100)
+              for seed in (0, 1, 2)]
+KOLMOGOROV_CONFIG = "configs/dpot/kolmogorov_micro.yaml"
+#: The DPOT paper's Ti, pre-trained and not fine-tuned (Table 1), by member (its CNS figures are for four
+#: (M, eta) sets, not named here).
+PAPER_TI = {"fno_nu1e-5": 0.0976, "fno_nu1e-4": 0.0606, "fno_nu1e-3": 0.00954, "dr": 0.0321, "swe": 0.00560,
+            "smoke": 0.125, "smoke_conditioned": 0.384}
+
+
+def commands(runs: str) -> dict[str, str]:
+    """The command that makes each run of the layout (the runner's, for the runs dpot_runs.sh makes)."""
+    train = "opformer train"
+    out = {"pretrain_micro": f"{train} configs/mixture/dpot_micro.yaml --out {runs}/pretrain_micro",
+           "pretrain_fno2d_time": f"{train} configs/mixture/fno2d_time.yaml --out {runs}/pretrain_fno2d_time",
+           "afno_nano": f"{train} configs/mixture/ablation_dpot_nano.yaml --out {runs}/afno_nano --set model.shrink=0.01",
+           "fno2d_time_nano": f"{train} configs/mixture/ablation_fno2d_time.yaml --out {runs}/fno2d_time_nano"}
+    for noise in NOISES:
+        out[f"noise_{noise}"] = (f"{train} configs/mixture/ablation_dpot_nano.yaml --out {runs}/noise_{noise} "
+                                 f"--set rollout.noise={noise}")
+    for name in KOLMOGOROV:
+        _, init, n, seed = name.split("_")
+        start = f" --set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else ""
+        out[name] = (f"{train} {KOLMOGOROV_CONFIG} --out {runs}/{name} --set data.n_train={n[1:]} "
+                     f"--set seed={seed[1:]}{start}")
+    return out
+
+
+def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
+    """One run's rows (a mixture run: a row per member with persistence; a trajectory run: one row and its
+    persistence row), its summary, or the one-line error that stopped its evaluation."""
+    try:
+        summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
+        config = load_run_config(run)
+        if config.data.mixture:
+            rows = evaluate_mixture(run, paper_lengths=frames == "paper", device=device)
+            return {"kind": "mixture", "rows": rows, "summary": summary}
+        row = evaluate_run(run, config.data.path, [None], device=device)[0]
+        return {"kind": "trajectory", "rows": [row], "persistence": persistence_row(run, config.data.path),
+                "summary": summary}
+    except OpformerError as exc:
+        return {"error": str(exc).splitlines()[0]}
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """The mean and sample standard deviation (0 for one value)."""
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+    return mean, math.sqrt(var)
+
+
+def main() -> None:
+    parser = argument_parser(__doc__)
+    parser.add_argument("--runs", default="runs/dpot", help="folder of the run directories (see the layout above)")
+    parser.add_argument("--frames", choices=("paper", "all"), default="paper",
+                        help="mixture members rolled out for the paper's number of frames, or to the end")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    root = Path(args.runs)
+    log = timing_log(root / "runs.log")
+    result: dict[str, Any] = {"runs_root": args.runs, "frames": args.frames, "runs": {}}
+    for name, line in commands(args.runs).items():
+        config = line.split()[2]
+        entry: dict[str, Any] = {"command": line, "config_in_tree": (ROOT / config).is_file()}
+        run = root / name
+        if (run / "config.yaml").is_file():
+            print(f"evaluate {run}")
+            entry.update(evaluate(run, args.frames, args.device), present=True, training=log.get(name))
+        else:
+            print(f"absent {run}")
+            entry["present"] = False
+        result["runs"][name] = entry
+    write_results(args.results, "dpot", result, markdown, load_before)
+
+
+def _member_l2re(entry: dict[str, Any]) -> dict[str, float]:
+    return {row["member"]: row["l2re"] for row in entry.get("rows", [])} if entry.get("kind") == "mixture" else {}
+
+
+def _ran(result: dict[str, Any], names: list[str]) -> list[str]:
+    return [n for n in names if result["runs"][n].get("present") and "error" not in result["runs"][n]]
+
+
+def _status(result: dict[str, Any], names: list[str]) -> list[str]:
+    """Lines naming the absent runs and the runs whose evaluation failed, and the commands that make them."""
+    lines = []
+    for name in names:
+        entry = result["runs"][name]
+        if not entry["present"]:
+            note = "" if entry["config_in_tree"] else " (its config is not in this tree yet)"
+            lines.append(f"- `{name}`: no run yet; made by `{entry['command']}`{note}")
+        elif "error" in entry:
+            lines.append(f"- `{name}`: not evaluated: {entry['error']}")
+    return lines
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def _pretrain(result: dict[str, Any]) -> list[str]:
+    names = ["pretrain_micro", "pretrain_fno2d_time"]
+    lines = ["## 1. Pre-training on the 8-member mixture: DPOT micro vs FNO2d-time vs persistence", ""]
+    ran = _ran(result, names)
+    if not ran:
+        return lines + ["No pre-training run yet: nothing is claimed.", "", *_status(result, names), ""]
+    rows = {name: result["runs"][name]["rows"] for name in ran}
+    members = list(dict.fromkeys(r["member"] for name in ran for r in rows[name]))
+    lines += table_head("member", "frames", *[f"{n} L2RE" for n in ran], "persistence L2RE", "paper Ti (Table 1)")
+    for member in members:
+        found = {n: next((r for r in rows[n] if r["member"] == member), None) for n in ran}
+        first = next(r for r in found.values() if r)
+        lines.append(f"| {member} | {first['frames']} | " + " | ".join(_fmt(r and r["l2re"]) for r in found.values())
+                     + f" | {_fmt(first['persistence_l2re'])} | {_fmt(PAPER_TI.get(member))} |")
+    lines.append("")
+    for name in ran:
+        worse = [r["member"] for r in rows[name] if not r["l2re"] < r["persistence_l2re"]]
+        verdict = "yes" if not worse else f"no (not below on {', '.join(worse)})"
+        lines.append(f"- `{name}` below persistence on every member: {verdict}; "
+                     f"{result['runs'][name]['summary'].get('epochs')} epochs, "
+                     f"{result['runs'][name]['summary'].get('parameters')} parameters")
+    return lines + _status(result, names) + [""]
+
+
+def _kolmogorov(result: dict[str, Any]) -> list[str]:
+    lines = ["## 2. Transfer to Kolmogorov flow: fine-tuned from pre-trained micro vs scratch", ""]
+    ran = _ran(result, KOLMOGOROV)
+    if not ran:
+        return lines + ["No Kolmogorov run yet: nothing is claimed.", "", *_status(result, KOLMOGOROV), ""]
+    lines += table_head("init", "trajectories", "seeds", "L2RE mean", "L2RE std", "persistence L2RE")
+    groups: dict[tuple[str, int], list[float]] = {}
+    persistence: dict[tuple[str, int], float] = {}
+    for name in ran:
+        _, init, n, _ = name.split("_")
+        key = (init, int(n[1:]))
+        groups.setdefault(key, []).append(result["runs"][name]["rows"][0]["l2re"])
+        persistence[key] = result["runs"][name]["persistence"]["l2re"]
+    for (init, n), values in sorted(groups.items()):
+        mean, std = mean_std(values)
+        lines.append(f"| {init} | {n} | {len(values)} | {mean:.4g} | {std:.2g} | {persistence[init, n]:.4g} |")
+    lines.append("")
+    for n in (10, 100):
+        tuned, scratch = groups.get(("finetune", n), []), groups.get(("scratch", n), [])
+        if len(tuned) < 2 or len(scratch) < 2:
+            lines.append(f"- {n} trajectories: undecided (fewer than 2 seeds of each)")
+            continue
+        (mt, st), (ms, ss) = mean_std(tuned), mean_std(scratch)
+        sd = max(st, ss)
+        verdict = "yes" if ms - mt > 2 * sd else "no (null result)"
+        lines.append(f"- {n} trajectories: fine-tuned {mt:.4g} vs scratch {ms:.4g} ({100 * (ms - mt) / ms:+.1f}%); "
+                     f"below by more than 2 seed standard deviations (the larger, {sd:.2g}): {verdict}")
+    return lines + _status(result, KOLMOGOROV) + [""]
+
+
+def _mixture_table(result: dict[str, Any], names: list[str], labels: list[str]) -> list[str]:
+    values = {name: _member_l2re(result["runs"][name]) for name in names}
+    members = list(dict.fromkeys(m for v in values.values() for m in v))
+    first = result["runs"][names[0]]["rows"]
+    persist = {r["member"]: r["persistence_l2re"] for r in first}
+    lines = table_head("member", *labels, "persistence")
+    for member in members:
+        lines.append(f"| {member} | " + " | ".join(_fmt(values[n].get(member)) for n in names)
+                     + f" | {_fmt(persist.get(member))} |")
+    means = [sum(v.values()) / len(v) for v in values.values()]
+    lines.append("| mean over members | " + " | ".join(_fmt(m) for m in means)
+                 + f" | {_fmt(sum(persist.values()) / len(persist))} |")
+    return lines
+
+
+def _noise(result: dict[str, Any]) -> list[str]:
+    names = [f"noise_{n}" for n in NOISES]
+    lines = ["## 3. Noise ablation (Table 4 analog): DPOT nano on {DR, SWE, CNS}", ""]
+    ran = _ran(result, names)
+    if not ran:
+        return lines + ["No noise-ablation run yet: nothing is claimed.", "", *_status(result, names), ""]
+    lines += _mixture_table(result, ran, [f"noise {n.split('_')[1]}" for n in ran]) + [""]
+    mean = {n.split("_")[1]: sum(v.values()) / len(v) for n in ran if (v := _member_l2re(result["runs"][n]))}
+    if {"0", "2.0"} <= mean.keys() and ({"0.02", "0.2"} & mean.keys()):
+        small = min(mean[k] for k in ("0.02", "0.2") if k in mean)
+        lines.append(f"- 0.02 or 0.2 no worse than 0: {'yes' if small <= mean['0'] else 'no'} "
+                     f"({small:.4g} vs {mean['0']:.4g}); 2.0 worse than 0: "
+                     f"{'yes' if mean['2.0'] > mean['0'] else 'no'} ({mean['2.0'] / mean['0']:.2f}x)")
+    else:
+        lines.append("- the expected shape is not tested until 0, 2.0 and 0.02 or 0.2 have run")
+    return lines + _status(result, names) + [""]
+
+
+def _architecture(result: dict[str, Any]) -> list[str]:
+    names = ["noise_0.2", "afno_nano", "fno2d_time_nano"]
+    labels = {"noise_0.2": "DPOT nano", "afno_nano": "AFNO nano (soft-shrink)", "fno2d_time_nano": "FNO2d-time"}
+    lines = ["## 4. Architecture ablation (Table 7 analog): DPOT nano vs AFNO vs FNO2d-time, equal steps", ""]
+    ran = _ran(result, names)
+    if not ran:
+        return lines + ["No architecture-ablation run yet: nothing is claimed.", "", *_status(result, names), ""]
+    lines += _mixture_table(result, ran, [labels[n] for n in ran]) + [""]
+    for name in ran:
+        summary = result["runs"][name]["summary"]
+        lines.append(f"- {labels[name]} (`{name}`): {summary.get('parameters')} parameters, "
+                     f"{summary.get('epochs')} epochs")
+    return lines + _status(result, names) + [""]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The report, from the JSON alone."""
+    lines = ["# DPOT's claims at CPU scale (issue 29 §4)", "",
+             f"`{result['command']}`; runs under `{result['runs_root']}`; mixture members rolled out for "
+             f"{'the paper' + chr(39) + 's number of' if result['frames'] == 'paper' else 'all'} frames after the "
+             "given ones, on their test split and stored grid. L2RE: per sample and real channel over the whole "
+             "space-time rollout, mean over channels then samples; persistence repeats the last given frame. "
+             "The paper used ~1000x this compute: the claims are tested, not its numbers.",
+             "The runs are made by `bash benchmarks/dpot_runs.sh pretrain ablation` from a frozen copy of the tree "
+             "(each absent run's own command is listed below).",
+             "", f"Machine: {describe_machine(result['machine'])}; {describe_load(result)}.", ""]
+    lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result)
+    lines += ["## 5. Stretch: 3D turbulence and steady Darcy transfer", "",
+              "No runs: not attempted yet.", "",
+              "## 6. Step time and peak memory", "",
+              "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
+    timed = [(n, e["training"]) for n, e in result["runs"].items() if e.get("training")]
+    if timed:
+        lines += ["## Training times (dpot_runs.sh's runs.log)", "", *table_head("run", "seconds", "load start",
+                                                                                "load end")]
+        lines += [f"| {n} | {t['seconds']:.0f} | {' / '.join(map(str, t['load_start']))} | "
+                  f"{' / '.join(map(str, t['load_end']))} |" for n, t in timed]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
