@@ -1,11 +1,11 @@
-# Two commands that work on a fresh clone: `make demo` and `make test`.
+# Commands that work on a fresh clone: `make demo`, `make demo-dpot` and `make test`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
 TORCH := torch==2.13.0
 
-.PHONY: demo test clean
+.PHONY: demo demo-dpot test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 demo: $(VENV)/.installed
 	$(BIN)/opformer quickstart --out runs/quickstart
+
+demo-dpot: $(VENV)/.installed
+	$(BIN)/opformer quickstart dpot --out runs/quickstart-dpot
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

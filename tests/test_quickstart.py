@@ -2,7 +2,7 @@
 
 import json
 
-from opformer import quickstart as job
+from opformer.quickstart import burgers as job
 from opformer.config import config_from_dict
 from opformer.models.registry import preset
 

@@ -27,6 +27,7 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     assert code == 0
     report = json.loads((tmp_path / "b.json").read_text())
     assert report["machine"]["matmul_peak_flops"] > 1e8
+    assert [len(report["machine"][f"loadavg_{when}"]) for when in ("before", "after")] == [3, 3]
     cells = report["cells"]
     assert [c["resolution"] for c in cells] == [16, 32]
     for cell in cells:
@@ -38,6 +39,8 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     assert cells[1]["flops_per_step"] > cells[0]["flops_per_step"]
     assert set(report["slopes"]["gt_burgers/opformer"]) == {"time", "memory"}
     assert "| gt_burgers | opformer | 32 |" in (tmp_path / "b.md").read_text()
+    before = ", ".join(f"{v:.2f}" for v in report["machine"]["loadavg_before"])
+    assert f"Load average (1, 5, 15 min) before {before}; after " in (tmp_path / "b.md").read_text()
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # written via temporary names and renamed
 

@@ -41,6 +41,9 @@ def _cell_table(report: dict[str, Any], command: str) -> list[str]:
         "(opformer.bench.memory); FLOPs counted by torch.utils.flop_counter "
         "(matrix products; FFTs and element-wise operations not counted).",
     ]
+    if "loadavg_before" in machine:  # reports written before the load was recorded lack it
+        lines[-1] += (" Load average (1, 5, 15 min) before " + ", ".join(f"{v:.2f}" for v in machine["loadavg_before"])
+                      + "; after " + ", ".join(f"{v:.2f}" for v in machine["loadavg_after"]) + ".")
     if command:
         lines += ["", f"Command: `{command}`"]
     lines += [

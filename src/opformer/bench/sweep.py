@@ -215,6 +215,7 @@ def add_ratios(cells: list[dict[str, Any]]) -> None:
 def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
     """Measure every cell; returns the JSON-serialisable report (settings, machine, cells, slopes)."""
     settings.validate()
+    load_before = list(os.getloadavg())  # the machine's load beside the timings (1, 5, 15 minutes)
     peak = matmul_peak(settings.threads, device=settings.device)
     cells: list[dict[str, Any]] = []
     for preset_name, implementation in plan_rows(settings):
@@ -243,7 +244,8 @@ def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
         "settings": {k: v for k, v in vars(settings).items()},
         "machine": {"torch": torch.__version__, "python": platform.python_version(),
                     "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                    "threads": settings.threads, "device": settings.device, "matmul_peak_flops": peak},
+                    "threads": settings.threads, "device": settings.device, "matmul_peak_flops": peak,
+                    "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
         "cells": cells,
         "slopes": slopes,
     }

@@ -1,4 +1,4 @@
-"""``opformer quickstart``: the built-in default job (``make demo``)."""
+"""``opformer quickstart [burgers | dpot]``: the built-in demo jobs (``make demo``, ``make demo-dpot``)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,37 @@ import argparse
 from opformer.cli.options import DEVICE_HELP, AddCommand
 
 EXAMPLES = {
-    "quickstart": "opformer quickstart --out runs/quickstart",
+    "quickstart": "opformer quickstart --out runs/quickstart\n"
+                  "  opformer quickstart dpot --out runs/quickstart-dpot",
 }
+
+#: job -> its default --out
+OUT = {"burgers": "runs/quickstart", "dpot": "runs/quickstart-dpot"}
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
-    """``opformer quickstart``: generate, train, evaluate and plot in ``--out``."""
-    from opformer.quickstart import quickstart
+    """``opformer quickstart [JOB]``: generate, train, evaluate and plot in ``--out``."""
+    out = args.out or OUT[args.job]
+    if args.job == "dpot":
+        from opformer.quickstart.dpot import quickstart_dpot
 
-    quickstart(args.out, device=args.device)
+        quickstart_dpot(out, device=args.device)
+    else:
+        from opformer.quickstart.burgers import quickstart
+
+        quickstart(out, device=args.device)
     return 0
 
 
 def add_parsers(add: AddCommand) -> None:
     """The parser of ``quickstart``."""
-    p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot.")
-    p.add_argument("--out", default="runs/quickstart", help="folder for data, run and plots")
+    p = add("quickstart", "Generate a small Burgers set, train a Galerkin Transformer, evaluate and plot "
+                          "(dpot: a tiny mixture of three PDEs and a nano DPOT).")
+    p.add_argument("job", nargs="?", default="burgers", choices=sorted(OUT),
+                   help="burgers (default): Galerkin Transformer on Burgers; dpot: DPOT pre-trained on a tiny "
+                        "mixture (diffusion-reaction, shallow water, Navier-Stokes), each member's rollout error "
+                        "beside persistence, a rollout plot per member")
+    p.add_argument("--out", default=None, help="folder for data, run and plots (default runs/quickstart, "
+                                               "runs/quickstart-dpot for dpot); a rerun continues there")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_quickstart)

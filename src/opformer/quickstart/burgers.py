@@ -1,4 +1,5 @@
-"""``opformer quickstart``: the built-in default job, end to end in a few minutes on a laptop CPU."""
+"""``opformer quickstart`` (``burgers``, the default): a Galerkin Transformer on Burgers, end to end in a few
+minutes on a laptop CPU."""
 
 from __future__ import annotations
 
