@@ -14,17 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from opformer.config import RunConfig, config_from_dict
+from opformer.config import config_from_dict
 from opformer.data.generate import generate_file
 from opformer.data.store import read_info
-from opformer.eval.metrics import masked_relative_l2_per_sample, persistence, rollout
-from opformer.eval.plots import plot_rollout_frames
+from opformer.eval.members import evaluate_mixture
+from opformer.eval.report import plot_run
 from opformer.io import write_atomic
-from opformer.runs import load_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
-from opformer.train.tasks import MixtureTask
 from opformer.train.trainer import train
 
 #: name -> (PDE of `opformer generate`, its flags): short trajectories that solve in seconds at 32^2.
@@ -68,59 +64,26 @@ def generate_members(out: Path) -> dict[str, str]:
     return paths
 
 
-@torch.no_grad()
-def member_errors(run: Path, config: RunConfig, device: torch.device) -> tuple[list[dict[str, Any]], dict]:
+def member_errors(run: Path, device: str) -> list[dict[str, Any]]:
     """Each member's L2RE (space-time, real channels, its stored grid) of ``EVAL_FRAMES``-frame rollouts of the
-    run's best surrogate and of persistence, on the validation and test trajectories; and the first test
-    trajectory's (truth, prediction) per member, ``(frame, *grid, channels)``, for the plots.
-
-    The one place the evaluation is made: ``opformer.eval.evaluate.evaluate_run`` takes its place once it
-    evaluates mixture runs per member.
-    """
-    surrogate, _ = load_surrogate(run_checkpoint(run))
-    surrogate.to(device)
-    mixture = MixtureTask(config).mixture
-    rows, shown = [], {}
-    for index, member in enumerate(mixture.members):
-        for split in ("val", "test"):
-            fields, mask = mixture.stored_split(index, split)
-            context = fields[:, :T_IN].movedim(1, -2).to(device)
-            truth = fields[:, T_IN:T_IN + EVAL_FRAMES].movedim(1, -2)
-            keep = mask.to(device)
-            errors = {}
-            for label, step in (("relative_l2", lambda x: surrogate(x) * keep), ("persistence", persistence)):
-                pred = rollout(step, context, EVAL_FRAMES).cpu()
-                errors[label] = float(masked_relative_l2_per_sample(pred, truth, mask.expand(len(pred), -1)).mean())
-                if split == "test" and label == "relative_l2":
-                    shown[member.name] = (truth[0].movedim(-2, 0), pred[0].movedim(-2, 0))
-            rows.append({"member": member.name, "split": split, "samples": len(fields), "frames": EVAL_FRAMES,
-                         **errors})
-    return rows, shown
+    run's best surrogate and of persistence, on the validation and test trajectories (``opformer evaluate``'s
+    rows with the split added)."""
+    return [{"split": split, **row} for split in ("val", "test")
+            for row in evaluate_mixture(run, split=split, frames=EVAL_FRAMES, device=device)]
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`member_errors`."""
     lines = [f"{'member':<20} {'split':<5} {'trajectories':>12} {'DPOT L2RE':>10} {'persistence':>11}"]
-    lines += [f"{r['member']:<20} {r['split']:<5} {r['samples']:>12} {r['relative_l2']:>10.4f} "
-              f"{r['persistence']:>11.4f}" for r in rows]
+    lines += [f"{r['member']:<20} {r['split']:<5} {r['samples']:>12} {r['l2re']:>10.4f} "
+              f"{r['persistence_l2re']:>11.4f}" for r in rows]
     return "\n".join(lines)
-
-
-def plot_members(shown: dict[str, tuple[torch.Tensor, torch.Tensor]], out: Path) -> list[Path]:
-    """One PNG per member: its first test trajectory's true and predicted frames."""
-    paths = []
-    for name, (truth, pred) in shown.items():
-        info = read_info(out / f"{name}.h5")
-        times = [float(t) for t in info.pde["times"][T_IN:T_IN + EVAL_FRAMES]]
-        paths.append(plot_rollout_frames(truth, pred, times, out / f"rollout_{name}.png",
-                                         name=info.input_channels[0], title=f"DPOT rollout, {name}, test trajectory 0"))
-    return paths
 
 
 def quickstart_dpot(out: str | os.PathLike = "runs/quickstart-dpot", device: str = "auto") -> list[dict[str, Any]]:
     """Generate the mixture, pre-train a nano DPOT on it, print each member's error beside persistence, plot
     a rollout per member; ``out`` holds the files, the run ``dpot/``, ``results.json`` and the plots."""
-    dev = resolve_device(device)  # a device this machine lacks is refused before anything is made
+    resolve_device(device)  # a device this machine lacks is refused before anything is made
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -135,10 +98,10 @@ def quickstart_dpot(out: str | os.PathLike = "runs/quickstart-dpot", device: str
     print(f"[2/4] training a nano DPOT on the mixture -> {run}" + (" (resuming)" if resume else ""))
     train(config, run, resume=resume)
     print(f"[3/4] rolling out {EVAL_FRAMES} frames from {T_IN} per member (relative L2, space-time)")
-    rows, shown = member_errors(run, config, dev)
+    rows = member_errors(run, device)
     print(format_rows(rows))
     write_atomic(out / "results.json", json.dumps(rows, indent=2) + "\n")
-    paths = plot_members(shown, out)
+    paths = plot_run(run, out_dir=out, device=device)
     print("[4/4] plots: " + ", ".join(str(p) for p in paths))
     print(f"done in {time.perf_counter() - start:.0f} s")
     return rows
