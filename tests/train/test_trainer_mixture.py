@@ -1,12 +1,13 @@
 """The one trainer on a mixture of trajectory files: masked loss, per-member validation, exact resume."""
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
 
 from opformer.cli import main
-from opformer.config import config_from_dict
+from opformer.config import config_from_dict, config_to_dict, load_config
 from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
 from opformer.models.surrogate import Surrogate
@@ -130,3 +131,17 @@ def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture, mix
         with pytest.raises(ConfigError, match=message):
             train(config_from_dict({**base, **change}), toy_mixture[0].parent / "run")
 
+
+def test_the_mixture_configs_train_dpot_and_its_baseline_alike():
+    """configs/mixture: dpot_micro and the FNO2d-time baseline share the members, the recipe (the authors' coupled
+    Adam, OneCycle, noise) and the 10,000 steps of issue 29, section 4.1; only the model differs."""
+    folder = Path(__file__).resolve().parents[2] / "configs" / "mixture"
+    dpot, fno = (config_to_dict(load_config(folder / name)) for name in ("dpot_micro.yaml", "fno2d_time.yaml"))
+    assert {k: v for k, v in dpot.items() if k != "model"} == {k: v for k, v in fno.items() if k != "model"}
+    data = dpot["data"]
+    assert [m["path"] for m in data["mixture"]] == [f"data/mixture/{name}.h5" for name in (
+        "fno_nu1e-3", "fno_nu1e-4", "fno_nu1e-5", "dr", "swe", "cns_m1_eta0.1", "smoke", "smoke_conditioned")]
+    assert (data["resolution"], data["n_val"], dpot["rollout"]["noise"]) == (64, 20, 0.2)
+    assert dpot["optim"] == {"name": "adam", "lr": 1e-3, "weight_decay": 1e-6, "betas": [0.9, 0.9]}
+    assert data["windows_per_epoch"] // dpot["train"]["batch_size"] * dpot["train"]["epochs"] == 10_000
+    assert dpot["model"]["name"] == "dpot2d" and dpot["model"]["width"] == 256 and fno["model"]["in_channels"] == 4
