@@ -337,3 +337,22 @@ def toy_mixture(tmp_path):
     trajectories of 7 frames each)."""
     return [write_toy_member(tmp_path / "a.h5"),
             write_toy_member(tmp_path / "b.h5", n=32, channels=2, grid="cells", seed=1)]
+
+
+def tiny_mixture_config(paths, epochs: int = 2, **rollout) -> dict:
+    """A run config of a tiny FNO2d-time on the two members of :func:`toy_mixture` (weights 1 and 3, 10 windows
+    per epoch in batches of 4, 4, 2); ``rollout`` keys override the rollout section."""
+    return {"seed": 0,
+            "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1,
+                      "projection_width": 8},
+            "data": {"mixture": [{"path": str(paths[0]), "weight": 1}, {"path": str(paths[1]), "weight": 3}],
+                     "resolution": 16, "windows_per_epoch": 10, "n_train": 4, "n_val": 1, "n_test": 1},
+            "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
+            "train": {"epochs": epochs, "batch_size": 4, "num_threads": 1},
+            "rollout": {"t_in": 3, "t_out": 1, **rollout}}
+
+
+@pytest.fixture
+def mixture_config():
+    """Factory of tiny mixture run configs (see :func:`tiny_mixture_config`)."""
+    return tiny_mixture_config

@@ -15,6 +15,10 @@ def test_metrics_csv_has_a_header_and_one_row_per_epoch():
                                                                        "val_relative_l2": 0.0625}]
     assert metrics_csv(history).splitlines() == ["epoch,train_loss,val_relative_l2", "1,0.5,0.25", "2,0.125,0.0625"]
     assert metrics_csv([]) == ""
+    # a run resumed across a version that records more columns (a mixture's members): older rows leave them empty
+    history = [{"epoch": 1, "val_relative_l2": 0.5, "lr": 0.1}, {"epoch": 2, "val_relative_l2": 0.25, "val_a": 0.2,
+                                                                "lr": 0.1}]
+    assert metrics_csv(history).splitlines() == ["epoch,val_relative_l2,val_a,lr", "1,0.5,,0.1", "2,0.25,0.2,0.1"]
 
 
 def test_config_metrics_and_summary_round_trip(tmp_path):

@@ -69,7 +69,13 @@ class LossConfig:
 
 @dataclass
 class OptimConfig:
-    """Optimiser."""
+    """Optimiser: PyTorch's Adam or AdamW.
+
+    ``adam`` with ``weight_decay`` w is coupled L2 decay: the step is Adam's on ``grad + w * param``, so the decay
+    passes through the adaptive scaling (the DPOT authors' code, ``configs/mixture/``). ``adamw`` decouples it:
+    the parameters shrink by ``lr * w`` beside the Adam step on ``grad`` (Loshchilov & Hutter; what the DPOT
+    paper says it used). The same w means different regularisation in the two.
+    """
 
     name: Literal["adam", "adamw"] = "adam"
     lr: PositiveFloat = 1e-3

@@ -3,7 +3,8 @@
 ::
 
     RUN/config.yaml    the resolved run config (every default filled in)
-    RUN/metrics.csv    one row per epoch: epoch, train_loss, val_relative_l2, lr, seconds
+    RUN/metrics.csv    one row per epoch: epoch, train_loss, val_relative_l2 (a mixture: then val_<member>
+                       for each member), lr, seconds
     RUN/best.pt        the checkpoint of the lowest validation error (weights, spec, config, history)
     RUN/last.pt        the latest checkpoint, with optimiser and scheduler state (for ``--resume``)
     RUN/summary.json   epochs, best epoch and validation error, parameters, time
@@ -63,10 +64,12 @@ def write_run_config(run_dir: Path, config: RunConfig) -> None:
 
 
 def metrics_csv(history: list[dict[str, float]]) -> str:
-    """The per-epoch metrics as CSV text."""
+    """The per-epoch metrics as CSV text: the columns of the latest epoch, then any only older epochs have; a
+    column an epoch lacks (a mixture run's member errors in epochs recorded before they were) is empty."""
     out = io.StringIO()
     if history:
-        writer = csv.DictWriter(out, fieldnames=list(history[0]))
+        columns = list(dict.fromkeys(key for record in reversed(history) for key in record))
+        writer = csv.DictWriter(out, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(history)
     return out.getvalue()

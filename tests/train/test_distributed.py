@@ -195,13 +195,14 @@ def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference)
 
 
 def _two_processes_equal_one(tmp_path, config):
-    """Train ``config`` in 1 and in 2 processes: the same weights and metrics."""
+    """Train ``config`` in 1 and in 2 processes: the same weights and metrics (every column); the metrics."""
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     for processes in (1, 2):
         done = _launch(tmp_path, ["train", str(path), "--out", str(tmp_path / str(processes))], processes=processes)
         assert done.returncode == 0, done.stderr
     _same_run(tmp_path / "2", tmp_path / "1")
+    return _metrics(tmp_path / "1")
 
 
 def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
@@ -218,15 +219,20 @@ def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
 
 
 def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
-    """Windows drawn alike in every process (batches of 4, 4, 2), input noise, each member's 2 validation
-    trajectories sharded 1 + 1: the same weights and metrics as one process."""
-    config = {"seed": 0, "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1},
+    """A tiny DPOT (group norms, Fourier attention) on a mixture: windows drawn alike in every process (batches of
+    4, 4, 2), input noise, each member's 2 validation trajectories sharded 1 + 1: the same weights and metrics as
+    one process, each member's validation error (all-reduced over the shards) included."""
+    model = {"name": "dpot2d", "in_channels": 2, "patch_size": 4, "grid_size": 16, "width": 8, "depth": 1,
+             "n_heads": 2, "mlp_ratio": 1, "head_width": 4, "modes": 2, "periodic": False}
+    config = {"seed": 0, "model": model,
               "data": {"mixture": [{"path": str(toy_mixture[0])}, {"path": str(toy_mixture[1]), "weight": 2}],
                        "resolution": 16, "windows_per_epoch": 10, "n_train": 3, "n_val": 2, "n_test": 1},
               "optim": {"lr": 3e-3}, "schedule": {"name": "constant"},
               "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
               "rollout": {"t_in": 3, "t_out": 1, "noise": 0.1}}
-    _two_processes_equal_one(tmp_path, config)
+    rows = _two_processes_equal_one(tmp_path, config)
+    assert [set(row) for row in rows] == [{"epoch", "train_loss", "val_relative_l2", "val_a", "val_b", "lr"}] * 2
+    assert all(row["val_relative_l2"] == pytest.approx((row["val_a"] + row["val_b"]) / 2, rel=1e-12) for row in rows)
 
 
 def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):

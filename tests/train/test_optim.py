@@ -61,3 +61,37 @@ def test_onecycle_with_a_one_step_warm_up_starts_at_the_peak(total_steps, pct_st
     assert lrs == pytest.approx(shorter, rel=1e-2)
     assert lrs == sorted(lrs, reverse=True)
     assert _onecycle_lrs(5, 0.4) == pytest.approx([0.1, 1.0, 0.67, 0.34, 0.01])  # longer warm-ups unchanged
+
+
+def _adam_reference(p, grads, lr, betas, weight_decay, coupled, eps=1e-8):
+    """Adam (Kingma & Ba, PyTorch's bias corrections) written out: ``coupled`` adds ``weight_decay * p`` to each
+    gradient (L2 decay, PyTorch's Adam); otherwise ``p`` shrinks by ``lr * weight_decay`` first (AdamW)."""
+    (b1, b2), m, v = betas, torch.zeros_like(p), torch.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        if coupled:
+            g = g + weight_decay * p
+        else:
+            p = p * (1 - lr * weight_decay)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        p = p - lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps)
+    return p
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_adam_decays_coupled_as_l2_and_adamw_decoupled(name):
+    """``optim.name: adam`` with ``weight_decay`` w is Adam on ``grad + w * param`` (the DPOT authors' optimiser);
+    ``adamw`` shrinks the parameters by ``lr * w`` beside the Adam step on ``grad`` (what the paper says). Two
+    steps in float64 (the first Adam step is nearly the gradient's sign whatever its size)."""
+    p0 = torch.tensor([1.0, -2.0, 0.5, 3.0], dtype=torch.float64)
+    grads = [torch.tensor([0.3, 0.1, -0.2, -0.05], dtype=torch.float64),
+             torch.tensor([-0.1, 0.4, 0.02, 0.3], dtype=torch.float64)]
+    lr, betas, decay = 0.01, (0.9, 0.9), 0.2
+    param = torch.nn.Parameter(p0.clone())
+    optimizer = build_optimizer([param], OptimConfig(name=name, lr=lr, weight_decay=decay, betas=list(betas)))
+    for g in grads:
+        param.grad = g.clone()
+        optimizer.step()
+    coupled = _adam_reference(p0, grads, lr, betas, decay, coupled=True)
+    decoupled = _adam_reference(p0, grads, lr, betas, decay, coupled=False)
+    assert (coupled - decoupled).abs().min() > 1e-4  # the two rules differ here by far more than rounding
+    torch.testing.assert_close(param.detach(), coupled if name == "adam" else decoupled, rtol=0, atol=1e-15)

@@ -26,6 +26,7 @@ def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_conf
     run = tmp_path / "run"
     summary = train(config_from_dict(tiny_config(toy_file, epochs=12)), run)
     rows = metrics(run)
+    assert list(rows[0]) == ["epoch", "train_loss", "val_relative_l2", "lr"]  # and seconds, left out by metrics()
     vals = [float(r["val_relative_l2"]) for r in rows]
     assert len(rows) == 12 and vals[-1] < 0.5 * vals[0]
     best = min(range(12), key=vals.__getitem__)
@@ -39,13 +40,22 @@ def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_conf
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 12
 
 
-def test_killed_run_resumes_to_the_same_metrics(tmp_path, toy_file, tiny_config):
+@pytest.mark.parametrize("data", ["operator", "mixture"])
+def test_killed_run_resumes_to_the_same_metrics(tmp_path, request, data):
+    """SIGKILL at whatever point the third epoch has reached; the resumed run equals an uninterrupted one (for a
+    mixture: the same windows, noise and per-member validation columns)."""
     epochs = 6
+    if data == "operator":
+        raw = request.getfixturevalue("tiny_config")(request.getfixturevalue("toy_file"), epochs=epochs)
+    else:
+        raw = request.getfixturevalue("mixture_config")(request.getfixturevalue("toy_mixture"), epochs=epochs,
+                                                        noise=0.1)
+        raw["data"]["windows_per_epoch"] = 40  # epochs long enough to be killed in
     reference = tmp_path / "reference"
-    train(config_from_dict(tiny_config(toy_file, epochs=epochs)), reference)
+    train(config_from_dict(raw), reference)
 
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(tiny_config(toy_file, epochs=epochs)))
+    config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "opformer", "train", str(config), "--out", str(run)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -57,8 +67,9 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path, toy_file, tiny_config)
     proc.wait()
     done = len(metrics(run))
     assert 2 <= done < epochs
-    train(config_from_dict(tiny_config(toy_file, epochs=epochs)), run, resume=True)
+    train(config_from_dict(raw), run, resume=True)
     assert metrics(run) == metrics(reference)
+    assert data == "operator" or {"val_a", "val_b"} < set(metrics(run)[0])
     ref, res = load_checkpoint(reference / "last.pt"), load_checkpoint(run / "last.pt")
     for key, value in ref["state_dict"].items():
         torch.testing.assert_close(res["state_dict"][key], value, rtol=0, atol=0)

@@ -1,29 +1,19 @@
 """The one trainer on a mixture of trajectory files: masked loss, per-member validation, exact resume."""
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
 
 from opformer.cli import main
-from opformer.config import config_from_dict
+from opformer.config import config_from_dict, config_to_dict, load_config
 from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_checkpoint
-from opformer.train.tasks import MixtureTask, make_task
-from opformer.train.trainer import train
-
-
-def mixture_config(paths, epochs=2, **rollout):
-    return {"seed": 0,
-            "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1,
-                      "projection_width": 8},
-            "data": {"mixture": [{"path": str(paths[0]), "weight": 1}, {"path": str(paths[1]), "weight": 3}],
-                     "resolution": 16, "windows_per_epoch": 10, "n_train": 4, "n_val": 1, "n_test": 1},
-            "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
-            "train": {"epochs": epochs, "batch_size": 4, "num_threads": 1},
-            "rollout": {"t_in": 3, "t_out": 1, **rollout}}
+from opformer.train.tasks import MixtureTask, make_task, member_columns
+from opformer.train.trainer import Trainer, train
 
 
 def metrics(run):
@@ -31,7 +21,7 @@ def metrics(run):
         return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
 
 
-def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture):
+def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture, mixture_config):
     task = make_task(config_from_dict(mixture_config(toy_mixture, noise=0.2)))
     assert isinstance(task, MixtureTask) and task.steps_per_epoch() == 3  # ceil(10 / 4)
     assert task.input_channels == ["c0", "c1"] and task.eval_frames == [4, 4]
@@ -63,7 +53,7 @@ def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture):
     assert value == pytest.approx(sum(errors) / 2)
 
 
-def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture, capsys):
+def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture, mixture_config, capsys):
     reference = tmp_path / "reference"
     summary = train(config_from_dict(mixture_config(toy_mixture, epochs=3)), reference)
     assert summary["epochs"] == 3
@@ -85,7 +75,51 @@ def test_a_mixture_trains_two_epochs_and_resumes_exactly(tmp_path, toy_mixture, 
         assert len(err.splitlines()) == 1 and f"{run}: trained on a mixture of 2 data sets" in err, err
 
 
-def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture):
+def test_each_members_validation_error_is_a_column_of_the_metrics(tmp_path, toy_mixture, mixture_config):
+    """metrics.csv, train.log and the checkpoint's history carry val_<member> (CSV-safe) beside the selection
+    metric, with the values the task's validation held at each epoch; the selection metric is their mean."""
+    config = mixture_config(toy_mixture, epochs=2)
+    config["data"]["mixture"][0]["name"] = "fno_nu1e-3"
+    quoted = 'cns, m1"q"'
+    config["data"]["mixture"][1]["name"] = quoted
+    run = tmp_path / "run"
+    trainer = Trainer(config_from_dict(config), run)
+    held, validate = [], trainer.task.validate
+
+    def recording(*args):
+        value = validate(*args)
+        held.append(dict(trainer.task.member_errors))
+        return value
+
+    trainer.task.validate = recording
+    trainer.fit()
+    with open(run / "metrics.csv") as f:
+        header = f.readline().strip().split(",")
+    assert header == ["epoch", "train_loss", "val_relative_l2", "val_fno_nu1e-3", "val_cns__m1_q_", "lr", "seconds"]
+    rows = metrics(run)
+    assert len(held) == len(rows) == 2
+    for row, errors in zip(rows, held):
+        assert float(row["val_fno_nu1e-3"]) == errors["fno_nu1e-3"] and float(row["val_cns__m1_q_"]) == errors[quoted]
+        assert float(row["val_relative_l2"]) == pytest.approx((errors["fno_nu1e-3"] + errors[quoted]) / 2, rel=1e-15)
+    history = load_checkpoint(run / "last.pt")["history"]
+    assert [r["val_cns__m1_q_"] for r in history] == [e[quoted] for e in held]
+    log = (run / "train.log").read_text()
+    last = held[1]
+    assert f"val_fno_nu1e-3 {last['fno_nu1e-3']:.4e} val_cns__m1_q_ {last[quoted]:.4e} lr " in log
+
+
+def test_member_columns_are_csv_safe_and_distinct():
+    assert member_columns(["fno_nu1e-3", "cns_m1_eta0.1", "a b,c"]) == {
+        "fno_nu1e-3": "val_fno_nu1e-3", "cns_m1_eta0.1": "val_cns_m1_eta0.1", "a b,c": "val_a_b_c"}
+    with pytest.raises(ConfigError, match=r"^data.mixture\[2\].name: 'a b' would record its validation error as "
+                                          r"val_a_b, member 1's column; give the member another name$"):
+        member_columns(["x", "a_b", "a b"])
+    with pytest.raises(ConfigError, match=r"^data.mixture\[0\].name: 'relative_l2' would record its validation "
+                                          r"error as val_relative_l2, the selection metric's column"):
+        member_columns(["relative_l2"])
+
+
+def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture, mixture_config):
     base = mixture_config(toy_mixture)
     cases = [
         ({"data": {**base["data"], "normalize_input": "channel"}}, "a mixture trains on raw values"),
@@ -97,3 +131,18 @@ def test_mixture_settings_that_do_not_apply_are_one_line_errors(toy_mixture):
     for change, message in cases:
         with pytest.raises(ConfigError, match=message):
             train(config_from_dict({**base, **change}), toy_mixture[0].parent / "run")
+
+
+def test_the_mixture_configs_train_dpot_and_its_baseline_alike():
+    """configs/mixture: dpot_micro and the FNO2d-time baseline share the members, the recipe (the authors' coupled
+    Adam, OneCycle, noise) and the 10,000 steps of issue 29, section 4.1; only the model differs."""
+    folder = Path(__file__).resolve().parents[2] / "configs" / "mixture"
+    dpot, fno = (config_to_dict(load_config(folder / name)) for name in ("dpot_micro.yaml", "fno2d_time.yaml"))
+    assert {k: v for k, v in dpot.items() if k != "model"} == {k: v for k, v in fno.items() if k != "model"}
+    data = dpot["data"]
+    assert [m["path"] for m in data["mixture"]] == [f"data/mixture/{name}.h5" for name in (
+        "fno_nu1e-3", "fno_nu1e-4", "fno_nu1e-5", "dr", "swe", "cns_m1_eta0.1", "smoke", "smoke_conditioned")]
+    assert (data["resolution"], data["n_val"], dpot["rollout"]["noise"]) == (64, 20, 0.2)
+    assert dpot["optim"] == {"name": "adam", "lr": 1e-3, "weight_decay": 1e-6, "betas": [0.9, 0.9]}
+    assert data["windows_per_epoch"] // dpot["train"]["batch_size"] * dpot["train"]["epochs"] == 10_000
+    assert dpot["model"]["name"] == "dpot2d" and dpot["model"]["width"] == 256 and fno["model"]["in_channels"] == 4

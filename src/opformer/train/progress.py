@@ -13,6 +13,9 @@ from tqdm.auto import tqdm
 
 LOG = "train.log"
 
+#: the columns every epoch's record has; any other (a mixture member's ``val_<name>``) follows val_relative_l2
+_COLUMNS = ("epoch", "train_loss", "val_relative_l2", "lr", "seconds")
+
 
 def duration(seconds: float) -> str:
     """``seconds`` as ``1h02m``, ``3m05s`` or ``12s``."""
@@ -90,7 +93,8 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        members = "".join(f" {key} {value:.4e}" for key, value in record.items() if key not in _COLUMNS)
         line = (f"epoch {record['epoch']}/{self.epochs} train_loss {record['train_loss']:.4e} "
-                f"val_relative_l2 {record['val_relative_l2']:.4e} lr {record['lr']:.3e} "
+                f"val_relative_l2 {record['val_relative_l2']:.4e}{members} lr {record['lr']:.3e} "
                 f"{duration(record['seconds'])} {self._rate()} ETA {duration(self.eta())}")
         self.log(line)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +46,27 @@ class Task(Protocol):
     def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
              generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor: ...
     def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float: ...
+    def validation_columns(self) -> dict[str, float]: ...
+
+
+#: the metrics column of the selection metric, which a member's column must not take
+SELECTION_COLUMN = "val_relative_l2"
+
+
+def member_columns(names: list[str]) -> dict[str, str]:
+    """The metrics column of each mixture member, ``val_<name>`` with every character other than letters, digits
+    and ``_.+-`` replaced by ``_`` (CSV- and TensorBoard-safe); two members with one column, or a member whose
+    column is the selection metric's, are a one-line :class:`ConfigError`."""
+    columns: dict[str, str] = {}
+    for index, name in enumerate(names):
+        column = "val_" + re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+        taken = [i for i, other in enumerate(columns.values()) if other == column]
+        if taken or column == SELECTION_COLUMN:
+            owner = f"member {taken[0]}'s" if taken else "the selection metric's"
+            raise ConfigError(f"data.mixture[{index}].name: {name!r} would record its validation error as {column}, "
+                              f"{owner} column; give the member another name")
+        columns[name] = column
+    return columns
 
 
 def _base_spec(info: DatasetInfo, input_channels: list[str], target_channels: list[str]) -> dict[str, Any]:
@@ -146,6 +168,10 @@ class OperatorTask:
                               seed=self.config.seed + NOISE_SEED_OFFSETS["val"], rows=context.rows(len(self.val)))
         return context.mean(errors)
 
+    def validation_columns(self) -> dict[str, float]:
+        """No metrics beside the selection metric."""
+        return {}
+
 
 class TrajectoryTask:
     """Windows of ``t_in`` context frames and the future frames a rollout strategy needs; validated by
@@ -215,11 +241,19 @@ class TrajectoryTask:
                                     self.config.train.eval_batch_size, device).per_frame
         return context.mean(errors)
 
+    def validation_columns(self) -> dict[str, float]:
+        """No metrics beside the selection metric."""
+        return {}
+
 
 class MixtureTask:
     """Windows drawn from a mixture of trajectory files (:mod:`opformer.data.mixture`), trained one step at a
     time (teacher forcing, DPOT's pre-training) with the masked relative L2 and optional ``rollout.noise``;
-    validated per member by rollouts on the member's stored grid, the selection metric the mean over members."""
+    validated per member by rollouts on the member's stored grid, the selection metric the mean over members.
+
+    The mean gives each member (a PDE family) the same weight whatever its number of validation trajectories
+    or its error's scale, so selection cannot trade one family's accuracy for another's by counting samples;
+    the members' own errors are recorded beside it (:meth:`validation_columns`)."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -250,6 +284,7 @@ class MixtureTask:
                                   f"after t_in of data.mixture[{k}] ({members[k].info.path})")
             self.eval_frames.append(rollout.eval_frames or frames)
         self.member_errors: dict[str, float] = {}  # the last validation's error of each member
+        self.columns = member_columns([m.name for m in members])
 
     def spec_data(self) -> dict[str, Any]:
         """The data signature stored in the surrogate's spec: members, training grid, channels, windows."""
@@ -299,6 +334,10 @@ class MixtureTask:
             errors = rollout_errors(surrogate, mine, t_in, frames, batch_size, device, mask=mask).l2re
             self.member_errors[member.name] = context.mean(errors)
         return sum(self.member_errors.values()) / len(self.member_errors)
+
+    def validation_columns(self) -> dict[str, float]:
+        """The last validation's error of each member, as the metrics columns ``val_<member name>``."""
+        return {self.columns[name]: error for name, error in self.member_errors.items()}
 
 
 def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask:

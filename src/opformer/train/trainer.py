@@ -214,6 +214,7 @@ class Trainer:
             seconds = time.perf_counter() - start
             val = self.task.validate(self.surrogate, self.device, self.context)
             record = {"epoch": epoch + 1, "train_loss": train_loss, "val_relative_l2": val,
+                      **self.task.validation_columns(),  # a mixture's members: val_<name>
                       "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
             self.history.append(record)
             if val < self.best_val:
@@ -224,7 +225,7 @@ class Trainer:
                 write_metrics(self.run_dir, self.history)
             progress.end_epoch(record)
             if writer is not None:
-                for key in ("train_loss", "val_relative_l2", "lr"):
+                for key in (k for k in record if k not in ("epoch", "seconds")):
                     writer.add_scalar(key, record[key], epoch + 1)
             self.context.barrier()
         if writer is not None:
