@@ -38,7 +38,9 @@ from opformer.runs import load_run_config
 NOISES = ("0", "0.02", "0.2", "2.0")
 KOLMOGOROV = [f"kolmogorov_{init}_n{n}_s{seed}" for init in ("finetune", "scratch") for n in (10, 100)
               for seed in (0, 1, 2)]
-KOLMOGOROV_CONFIG = "configs/dpot/kolmogorov_micro.yaml"
+KOLMOGOROV_CONFIG = "configs/kolmogorov/dpot_micro_finetune.yaml"
+#: epochs per training-set size: about 600 optimiser steps each (windows of 33 frames, batch 32)
+KOLMOGOROV_EPOCHS = {10: 75, 100: 8}
 #: The DPOT paper's Ti, pre-trained and not fine-tuned (Table 1), by member (its CNS figures are for four
 #: (M, eta) sets, not named here).
 PAPER_TI = {"fno_nu1e-5": 0.0976, "fno_nu1e-4": 0.0606, "fno_nu1e-3": 0.00954, "dr": 0.0321, "swe": 0.00560,
@@ -57,9 +59,9 @@ def commands(runs: str) -> dict[str, str]:
                                  f"--set rollout.noise={noise}")
     for name in KOLMOGOROV:
         _, init, n, seed = name.split("_")
-        start = f" --set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else ""
+        start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else "--set init.checkpoint=null"
         out[name] = (f"{train} {KOLMOGOROV_CONFIG} --out {runs}/{name} --set data.n_train={n[1:]} "
-                     f"--set seed={seed[1:]}{start}")
+                     f"--set train.epochs={KOLMOGOROV_EPOCHS[int(n[1:])]} --set seed={seed[1:]} {start}")
     return out
 
 

@@ -5,7 +5,7 @@
 # Run it from a frozen copy of the tree (PYTHONPATH=/frozen/src) with the working directory at the repository
 # root that holds data/mixture/ (benchmarks/generate_mixture.sh):
 #
-#   bash benchmarks/dpot_runs.sh GROUP ...   # groups: ablation pretrain
+#   bash benchmarks/dpot_runs.sh GROUP ...   # groups: ablation pretrain transfer (transfer needs pretrain)
 set -u
 RUNS=${RUNS:-runs/dpot}
 PY=${PY:-.venv/bin/python}
@@ -50,10 +50,24 @@ pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the sa
   run pretrain_fno2d_time configs/mixture/fno2d_time.yaml || return $?
 }
 
-[ $# -gt 0 ] || { echo "usage: bash benchmarks/dpot_runs.sh GROUP ... (ablation, pretrain)" >&2; exit 2; }
+transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro vs from scratch, ~600 steps each
+  local n seed init start
+  local -A epochs=([10]=75 [100]=8)  # benchmarks/dpot.py's KOLMOGOROV_EPOCHS
+  for n in 10 100; do
+    for seed in 0 1 2; do
+      for init in finetune scratch; do
+        start=null; [ "$init" = finetune ] && start="$RUNS/pretrain_micro"
+        run "kolmogorov_${init}_n${n}_s${seed}" configs/kolmogorov/dpot_micro_finetune.yaml --set "data.n_train=$n" \
+          --set "train.epochs=${epochs[$n]}" --set "seed=$seed" --set "init.checkpoint=$start" || return $?
+      done
+    done
+  done
+}
+
+[ $# -gt 0 ] || { echo "usage: bash benchmarks/dpot_runs.sh GROUP ... (ablation, pretrain, transfer)" >&2; exit 2; }
 for group in "$@"; do
   case $group in
-    ablation|pretrain) $group || exit $? ;;
-    *) echo "unknown group $group (ablation, pretrain)" >&2; exit 2 ;;
+    ablation|pretrain|transfer) $group || exit $? ;;
+    *) echo "unknown group $group (ablation, pretrain, transfer)" >&2; exit 2 ;;
   esac
 done
