@@ -81,6 +81,13 @@ def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
         return {"error": str(exc).splitlines()[0]}
 
 
+def progress(run: Path) -> tuple[int, int]:
+    """Epochs a run has finished (rows of its metrics.csv) and the epochs its config asks for."""
+    metrics = run / "metrics.csv"
+    done = max(len(metrics.read_text().splitlines()) - 1, 0) if metrics.is_file() else 0
+    return done, load_run_config(run).train.epochs
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     """The mean and sample standard deviation (0 for one value)."""
     mean = sum(values) / len(values)
@@ -103,7 +110,11 @@ def main() -> None:
         config = line.split()[2]
         entry: dict[str, Any] = {"command": line, "config_in_tree": (ROOT / config).is_file()}
         run = root / name
-        if (run / "config.yaml").is_file():
+        done, epochs = progress(run) if (run / "config.yaml").is_file() else (0, 0)
+        if (run / "config.yaml").is_file() and done < epochs:  # an unfinished run claims nothing
+            print(f"in progress {run} ({done} of {epochs} epochs)")
+            entry.update(present=True, in_progress=[done, epochs])
+        elif (run / "config.yaml").is_file():
             print(f"evaluate {run}")
             entry.update(evaluate(run, args.frames, args.device), present=True, training=log.get(name))
         else:
@@ -118,17 +129,23 @@ def _member_l2re(entry: dict[str, Any]) -> dict[str, float]:
 
 
 def _ran(result: dict[str, Any], names: list[str]) -> list[str]:
-    return [n for n in names if result["runs"][n].get("present") and "error" not in result["runs"][n]]
+    return [n for n in names if result["runs"][n].get("present") and "error" not in result["runs"][n]
+            and "in_progress" not in result["runs"][n]]
 
 
 def _status(result: dict[str, Any], names: list[str]) -> list[str]:
-    """Lines naming the absent runs and the runs whose evaluation failed, and the commands that make them."""
+    """Lines naming the absent runs, the unfinished ones and the runs whose evaluation failed, and the commands
+    that make (or resume) them."""
     lines = []
     for name in names:
         entry = result["runs"][name]
         if not entry["present"]:
             note = "" if entry["config_in_tree"] else " (its config is not in this tree yet)"
             lines.append(f"- `{name}`: no run yet; made by `{entry['command']}`{note}")
+        elif "in_progress" in entry:
+            done, epochs = entry["in_progress"]
+            lines.append(f"- `{name}`: training, {done} of {epochs} epochs done (not evaluated; `opformer train "
+                         f"--resume {result['runs_root']}/{name}` continues it)")
         elif "error" in entry:
             lines.append(f"- `{name}`: not evaluated: {entry['error']}")
     return lines
