@@ -151,8 +151,8 @@ def plot_rollout_frames(truth: torch.Tensor, pred: torch.Tensor, times: list[flo
     rows = 3 if error else 2
     fig, axes = plt.subplots(rows, len(picks), figsize=(2.6 * len(picks), 3.1 * rows), squeeze=False,
                              layout="constrained")
-    errors = [(_frame_image(pred[f]) - _frame_image(truth[f])).abs() for f in picks]
-    largest = max(float(e.max()) for e in errors)
+    errors = [(_frame_image(pred[f]) - _frame_image(truth[f])).abs() for f in picks] if error else []
+    largest = max((float(e.max()) for e in errors), default=0.0)
     for col, frame in enumerate(picks):
         t_img, p_img = _frame_image(truth[frame]), _frame_image(pred[frame])
         low, high = float(t_img.min()), float(t_img.max())
