@@ -33,9 +33,12 @@ from harness import ROOT, argument_parser, describe_load, describe_machine, tabl
 from opformer.errors import OpformerError
 from opformer.eval.evaluate import evaluate_run, persistence_row
 from opformer.eval.members import evaluate_mixture
+from opformer.io import write_atomic
 from opformer.runs import load_run_config
 
 NOISES = ("0", "0.02", "0.2", "2.0")
+#: each run's evaluation, kept beside its checkpoint (see ``evaluate``)
+CACHE = "dpot_eval.json"
 #: the ratio to the noise-free run above which noise 2.0 counts as clearly worse (one seed each)
 CLEARLY = 1.1
 KOLMOGOROV = [f"kolmogorov_{init}_n{n}_s{seed}" for init in ("finetune", "scratch") for n in (10, 100)
@@ -69,18 +72,37 @@ def commands(runs: str) -> dict[str, str]:
 
 def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
     """One run's rows (a mixture run: a row per member with persistence; a trajectory run: one row and its
-    persistence row), its summary, or the one-line error that stopped its evaluation."""
+    persistence row), its summary, or the one-line error that stopped its evaluation.
+
+    The rows are kept in ``RUN/dpot_eval.json`` with the size and time of the ``best.pt`` they came from and
+    the ``frames`` setting, and reused while those match (an evaluation takes minutes on this machine).
+    """
+    cache = run / CACHE
+    key = {"frames": frames, "best": _stamp(run / "best.pt")}
+    if cache.is_file():
+        kept = json.loads(cache.read_text())
+        if kept.get("key") == key:
+            return kept["result"]
     try:
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
         config = load_run_config(run)
         if config.data.mixture:
             rows = evaluate_mixture(run, paper_lengths=frames == "paper", device=device)
-            return {"kind": "mixture", "rows": rows, "summary": summary}
-        row = evaluate_run(run, config.data.path, [None], device=device)[0]
-        return {"kind": "trajectory", "rows": [row], "persistence": persistence_row(run, config.data.path),
-                "summary": summary}
+            result = {"kind": "mixture", "rows": rows, "summary": summary}
+        else:
+            row = evaluate_run(run, config.data.path, [None], device=device)[0]
+            result = {"kind": "trajectory", "rows": [row], "persistence": persistence_row(run, config.data.path),
+                      "summary": summary}
     except OpformerError as exc:
         return {"error": str(exc).splitlines()[0]}
+    write_atomic(cache, json.dumps({"key": key, "result": result}, indent=1))
+    return result
+
+
+def _stamp(path: Path) -> list[int]:
+    """A file's size and modification time (ns): what identifies a checkpoint for the cache."""
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 def progress(run: Path) -> tuple[int, int]:

@@ -13,18 +13,22 @@ THREADS=${THREADS:-1}
 mkdir -p "$RUNS"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# run NAME CONFIG [--set KEY=VALUE ...]
-run() {
-  local name=$1 config=$2; shift 2
-  local dir="$RUNS/$name"
-  if [ -f "$dir/summary.json" ] && "$PY" - "$dir" <<'PY'
+# finished DIR: the run in DIR has trained all the epochs its config asks for
+finished() {
+  [ -f "$1/summary.json" ] && "$PY" - "$1" <<'PY'
 import json, sys, yaml
 from pathlib import Path
 run = Path(sys.argv[1])
 done = json.loads((run / "summary.json").read_text())["epochs"]
 sys.exit(0 if done >= yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] else 1)
 PY
-  then echo "skip $dir (finished)"; return 0; fi
+}
+
+# run NAME CONFIG [--set KEY=VALUE ...]
+run() {
+  local name=$1 config=$2; shift 2
+  local dir="$RUNS/$name"
+  if finished "$dir"; then echo "skip $dir (finished)"; return 0; fi
   local start load_start
   start=$(date +%s); load_start=$(load)
   if [ -f "$dir/config.yaml" ]; then
@@ -51,12 +55,18 @@ pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the sa
 }
 
 transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro vs from scratch, ~600 steps each
+  # NS (default "10 100") and INITS (default "finetune scratch") choose a part: the scratch runs need no
+  # pre-training, so INITS=scratch can run beside it; a fine-tuning run waits for a finished pretrain_micro.
   local n seed init start
   local -A epochs=([10]=75 [100]=8)  # benchmarks/dpot.py's KOLMOGOROV_EPOCHS
-  for n in 10 100; do
+  for n in ${NS:-10 100}; do
     for seed in 0 1 2; do
-      for init in finetune scratch; do
-        start=null; [ "$init" = finetune ] && start="$RUNS/pretrain_micro"
+      for init in ${INITS:-finetune scratch}; do
+        start=null
+        if [ "$init" = finetune ]; then
+          start="$RUNS/pretrain_micro"
+          finished "$start" || { echo "$start has not finished: run the pretrain group first" >&2; return 1; }
+        fi
         run "kolmogorov_${init}_n${n}_s${seed}" configs/kolmogorov/dpot_micro_finetune.yaml --set "data.n_train=$n" \
           --set "train.epochs=${epochs[$n]}" --set "seed=$seed" --set "init.checkpoint=$start" || return $?
       done
