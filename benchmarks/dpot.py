@@ -280,6 +280,13 @@ def _architecture(result: dict[str, Any]) -> list[str]:
         summary = result["runs"][name]["summary"]
         lines.append(f"- {labels[name]} (`{name}`): {summary.get('parameters')} parameters, "
                      f"{summary.get('epochs')} epochs")
+    means = {n: sum(v.values()) / len(v) for n in ran if (v := _member_l2re(result["runs"][n]))}
+    if "noise_0.2" in means and len(means) > 1:
+        others = [n for n in means if n != "noise_0.2"]
+        best = all(means["noise_0.2"] < means[n] for n in others)
+        lines.append(f"- DPOT nano below {' and '.join(labels[n] for n in others)} on the mean over members (the "
+                     f"paper's Table 7 order): {'yes' if best else 'no'} ("
+                     + ", ".join(f"{means[n] / means['noise_0.2']:.2f}x" for n in others) + " of DPOT's). One seed each")
     return lines + _status(result, names) + [""]
 
 
@@ -299,12 +306,18 @@ def markdown(result: dict[str, Any]) -> str:
               "No runs: not attempted yet.", "",
               "## 6. Step time and peak memory", "",
               "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
-    timed = [(n, e["training"]) for n, e in result["runs"].items() if e.get("training")]
+    timed = [(n, e) for n, e in result["runs"].items() if e.get("training")]
     if timed:
-        lines += ["## Training times (dpot_runs.sh's runs.log)", "", *table_head("run", "seconds", "load start",
-                                                                                "load end")]
-        lines += [f"| {n} | {t['seconds']:.0f} | {' / '.join(map(str, t['load_start']))} | "
-                  f"{' / '.join(map(str, t['load_end']))} |" for n, t in timed]
+        lines += ["## Training times", "",
+                  "Train seconds: the epochs' wall time over every invocation (summary.json); the last invocation's "
+                  "seconds and load averages are dpot_runs.sh's runs.log (a resumed run's earlier ones are not "
+                  "there).", "",
+                  *table_head("run", "train seconds", "s/step", "last invocation s", "load start", "load end")]
+        for name, entry in timed:
+            summary, last = entry.get("summary", {}), entry["training"]
+            lines.append(f"| {name} | {_fmt(summary.get('train_seconds'))} | {_fmt(summary.get('seconds_per_step'))} "
+                         f"| {last['seconds']:.0f} | {' / '.join(map(str, last['load_start']))} | "
+                         f"{' / '.join(map(str, last['load_end']))} |")
         lines.append("")
     return "\n".join(lines)
 
