@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT, argument_parser, describe_load, describe_machine, table_head, timing_log, write_results
+from opformer.data.store import read_info
 from opformer.errors import OpformerError
 from opformer.eval.evaluate import evaluate_run, persistence_row
 from opformer.eval.members import evaluate_mixture
@@ -90,9 +91,11 @@ def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
             rows = evaluate_mixture(run, paper_lengths=frames == "paper", device=device)
             result = {"kind": "mixture", "rows": rows, "summary": summary}
         else:
-            row = evaluate_run(run, config.data.path, [None], device=device)[0]
-            result = {"kind": "trajectory", "rows": [row], "persistence": persistence_row(run, config.data.path),
-                      "summary": summary}
+            stored = len(read_info(config.data.path).times[::config.rollout.time_stride])
+            frames_after = stored - config.rollout.t_in  # to the end, not the run's eval_frames
+            row = evaluate_run(run, config.data.path, [None], device=device, frames=frames_after)[0]
+            result = {"kind": "trajectory", "rows": [row], "summary": summary,
+                      "persistence": persistence_row(run, config.data.path, frames=frames_after)}
     except OpformerError as exc:
         return {"error": str(exc).splitlines()[0]}
     write_atomic(cache, json.dumps({"key": key, "result": result}, indent=1))
