@@ -4,7 +4,8 @@
     python benchmarks/before_after.py --before /tmp/before/src --presets gt_burgers --resolutions 512,8192 --rounds 3
 
 Each measurement is one ``opformer.bench.cell`` run (a fresh interpreter, so its peak RSS is its own) with
-the tree's own code: ``--repeats`` timed steps after one warm-up, the median reported. A training step is
+the tree's own code: ``--repeats`` timed steps after one warm-up, the median reported (wall and processor
+seconds: under load, read the processor seconds). A training step is
 forward + backward + the trainer's optimiser. The rounds alternate before/after so both see the same load.
 """
 
@@ -28,9 +29,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    print("| preset | n | before s/step | after s/step | after/before | before peak RSS (GiB) | "
-          "after peak RSS (GiB) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| preset | n | before s/step | after s/step | after/before | before CPU s/step | after CPU s/step | "
+          "after/before (CPU) | before peak RSS (GiB) | after peak RSS (GiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.presets.split(","):
         for n in (int(v) for v in args.resolutions.split(",")):
             runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
@@ -38,9 +39,11 @@ def main() -> None:
                 for tree in ("before", "after"):
                     runs[tree].append(time_step(name, n, args.batch, args.threads, args.mode, args.repeats,
                                                 src=getattr(args, tree)))
-            t = {k: statistics.median(r["seconds_median"] for r in v) for k, v in runs.items()}
+            t, c = ({k: statistics.median(r.get(key, float("nan")) for r in v) for k, v in runs.items()}
+                    for key in ("seconds_median", "cpu_seconds_median"))
             m = {k: max(r["peak_memory_bytes"] for r in v) / GIB for k, v in runs.items()}
             print(f"| {name} | {n} | {t['before']:.4g} | {t['after']:.4g} | {t['after'] / t['before']:.2f} "
+                  f"| {c['before']:.4g} | {c['after']:.4g} | {c['after'] / c['before']:.2f} "
                   f"| {m['before']:.3g} | {m['after']:.3g} |", flush=True)
 
 

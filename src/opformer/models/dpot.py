@@ -31,6 +31,7 @@ from opformer.models.time_layout import check_frames, check_time_sizes
 from opformer.nn.factorized_attention import group_norm_last
 from opformer.nn.fourier_mixer import FourierMixer
 from opformer.nn.mlp import FeedForward
+from opformer.nn.patch import PatchConv, PatchConvTranspose, PointwiseConv
 from opformer.nn.resample import linear_resample
 from opformer.nn.temporal_aggregation import TemporalAggregation
 from opformer.validate import NonNegativeFloat, PositiveInt
@@ -90,19 +91,18 @@ class DPOT(nn.Module):
         self.ndim, self.t_in, self.t_out, self.in_channels, self.out_channels = ndim, t_in, t_out, in_channels, \
             out_channels
         self.patch_size, self.periodic = patch_size, periodic
-        conv, conv_transpose = getattr(nn, f"Conv{ndim}d"), getattr(nn, f"ConvTranspose{ndim}d")
         coords = ndim + 1
         hidden = in_channels * patch_size + coords
-        self.patch_embed = nn.Sequential(conv(in_channels + coords, hidden, patch_size, stride=patch_size),
-                                         nn.GELU(), conv(hidden, width, 1))
+        self.patch_embed = nn.Sequential(PatchConv(in_channels + coords, hidden, patch_size, ndim),
+                                         nn.GELU(), PointwiseConv(hidden, width, ndim))
         self.pos_embed = nn.Parameter(torch.empty(width, *[grid_size // patch_size] * ndim))
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         self.time_agg = TemporalAggregation(t_in, width)
         self.blocks = nn.ModuleList(DPOTBlock(width, n_heads, ndim, mlp_ratio, modes, shrink, fft_norm)
                                     for _ in range(depth))
-        self.head = nn.Sequential(conv_transpose(width, head_width, patch_size, stride=patch_size), nn.GELU(),
-                                  conv(head_width, head_width, 1), nn.GELU(),
-                                  conv(head_width, t_out * out_channels, 1))
+        self.head = nn.Sequential(PatchConvTranspose(width, head_width, patch_size, ndim), nn.GELU(),
+                                  PointwiseConv(head_width, head_width, ndim), nn.GELU(),
+                                  PointwiseConv(head_width, t_out * out_channels, ndim))
         self.classifier = None if n_classes is None else nn.Sequential(
             nn.Linear(width, width), nn.GELU(), nn.Linear(width, width), nn.GELU(), nn.Linear(width, n_classes))
 
@@ -114,25 +114,21 @@ class DPOT(nn.Module):
         if any(n % self.patch_size for n in spatial):
             raise DataError(f"DPOT: grid {'x'.join(map(str, spatial))} is not a multiple of patch_size "
                             f"{self.patch_size}")
-        batch, frames = x.shape[0], self.t_in
-        coords = frame_coordinates(spatial, frames, x.dtype, x.device)
-        x = torch.cat([x, coords.expand(batch, *coords.shape)], dim=-1)
-        # (batch * frames, channels, *spatial); contiguous, as the head's input: a channel-last view would give
-        # the convolutions channel-last weight gradients, which DistributedDataParallel warns about
-        x = x.movedim(-2, 1).flatten(0, 1).movedim(-1, 1).contiguous()
-        z = self.patch_embed(x)
-        latent = tuple(z.shape[2:])
-        z = z + linear_resample(self.pos_embed, latent, self.periodic).to(z.dtype)
-        z = z.unflatten(0, (batch, frames)).permute(0, *range(3, 3 + self.ndim), 1, 2)  # (batch, *latent, t, E)
-        z = self.time_agg(z)
+        coords = frame_coordinates(spatial, self.t_in, x.dtype, x.device)
+        x = torch.cat([x, coords.expand(x.shape[0], *coords.shape)], dim=-1)
+        patchify, activation, project = self.patch_embed
+        h = activation(patchify(x))  # (batch, *latent, t, hidden): every frame patched alike, channel-last
+        pos = linear_resample(self.pos_embed, tuple(h.shape[1:1 + self.ndim]), self.periodic).movedim(0, -1)
+        # the last 1x1 layer, pos_embed and the aggregation are linear: aggregated as one product, without the
+        # (batch, *latent, t, E) frames (TemporalAggregation.forward_linear)
+        z = self.time_agg.forward_linear(h, project.weight.flatten(1), project.bias + pos)
         for block in self.blocks:
             z = block(z)
         return z
 
     def decode(self, z: Tensor) -> Tensor:
         """The prediction ``(batch, *spatial, t_out, out_channels)`` from the latent ``z``."""
-        y = self.head(z.movedim(-1, 1).contiguous()).movedim(1, -1)
-        return y.unflatten(-1, (self.t_out, self.out_channels))
+        return self.head(z).unflatten(-1, (self.t_out, self.out_channels))
 
     def classify(self, z: Tensor) -> Tensor:
         """Logits ``(batch, n_classes)`` of the data-set classifier from the latent ``z``."""

@@ -31,11 +31,30 @@ class TemporalAggregation(nn.Module):
     def extra_repr(self) -> str:
         return f"frames={self.frames}, width={self.width}"
 
+    def frame_weights(self) -> Tensor:
+        """``(frames, width, width)``: each ``W_t`` with its cosine features ``cos(gamma tau_t)`` folded into its
+        rows."""
+        tau = torch.linspace(0, 1, self.frames, device=self.gamma.device, dtype=self.gamma.dtype)
+        return torch.cos(tau[:, None] * self.gamma)[..., None] * self.weight
+
     def forward(self, z: Tensor) -> Tensor:
         """Aggregate ``z`` ``(..., frames, width)`` to ``(..., width)``."""
         if z.shape[-2:] != (self.frames, self.width):
             raise ValueError(f"expected (..., {self.frames}, {self.width}), got {tuple(z.shape)}")
-        tau = torch.linspace(0, 1, self.frames, device=z.device, dtype=self.gamma.dtype)
-        features = torch.cos(tau[:, None] * self.gamma)  # (frames, width)
-        weight = (features[..., None] * self.weight).reshape(self.frames * self.width, self.width)
-        return z.flatten(-2) @ weight.to(z.dtype)
+        return z.flatten(-2) @ self.frame_weights().reshape(-1, self.width).to(z.dtype)
+
+    def forward_linear(self, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        """The aggregation of the frames ``z_t = h_t weight^T + bias`` without forming them.
+
+        ``h`` ``(..., frames, k)``, ``weight`` ``(width, k)``, ``bias`` ``(width,)`` or any shape broadcasting
+        to ``(..., width)`` (the same for every frame). The aggregation is linear, so it equals
+        ``sum_t h_t (weight^T W'_t) + bias sum_t W'_t`` (``W'_t`` the :meth:`frame_weights`): one
+        ``(frames * k) x width`` product instead of ``(frames * width) x width``, and no ``(..., frames, width)``
+        tensor. Equal to ``self(h @ weight.T + bias[..., None, :])`` up to rounding.
+        """
+        if h.shape[-2] != self.frames or weight.shape != (self.width, h.shape[-1]):
+            raise ValueError(f"expected h (..., {self.frames}, k) and weight ({self.width}, k), got "
+                             f"{tuple(h.shape)} and {tuple(weight.shape)}")
+        frame_weights = self.frame_weights().to(h.dtype)
+        fused = torch.einsum("ek,tef->tkf", weight.to(h.dtype), frame_weights).reshape(-1, self.width)
+        return h.flatten(-2) @ fused + bias.to(h.dtype) @ frame_weights.sum(0)
