@@ -57,6 +57,8 @@ pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the sa
 transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro vs from scratch, ~600 steps each
   # NS (default "10 100") and INITS (default "finetune scratch") choose a part: the scratch runs need no
   # pre-training, so INITS=scratch can run beside it; a fine-tuning run waits for a finished pretrain_micro.
+  # KOLMOGOROV_DATA (default data/kolmogorov_dpot.h5): the 10-trajectory runs need only the first 50 samples,
+  # so a file of the first 64 (the same seed stream, hence the same samples) lets them start before the 140 are made.
   local n seed init start
   local -A epochs=([10]=75 [100]=8)  # benchmarks/dpot.py's KOLMOGOROV_EPOCHS
   for n in ${NS:-10 100}; do
@@ -68,7 +70,8 @@ transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro 
           finished "$start" || { echo "$start has not finished: run the pretrain group first" >&2; return 1; }
         fi
         run "kolmogorov_${init}_n${n}_s${seed}" configs/kolmogorov/dpot_micro_finetune.yaml --set "data.n_train=$n" \
-          --set "train.epochs=${epochs[$n]}" --set "seed=$seed" --set "init.checkpoint=$start" || return $?
+          --set "train.epochs=${epochs[$n]}" --set "seed=$seed" --set "init.checkpoint=$start" \
+          --set "data.path=${KOLMOGOROV_DATA:-data/kolmogorov_dpot.h5}" || return $?
       done
     done
   done
