@@ -55,14 +55,14 @@ pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the sa
 }
 
 transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro vs from scratch, ~600 steps each
-  # NS (default "10 100") and INITS (default "finetune scratch") choose a part: the scratch runs need no
+  # NS (default "10 100"), SEEDS (default "0 1 2") and INITS (default "finetune scratch") choose a part: the scratch runs need no
   # pre-training, so INITS=scratch can run beside it; a fine-tuning run waits for a finished pretrain_micro.
   # KOLMOGOROV_DATA (default data/kolmogorov_dpot.h5): the 10-trajectory runs need only the first 50 samples,
   # so a file of the first 64 (the same seed stream, hence the same samples) lets them start before the 140 are made.
   local n seed init start
   local -A epochs=([10]=75 [100]=8)  # benchmarks/dpot.py's KOLMOGOROV_EPOCHS
   for n in ${NS:-10 100}; do
-    for seed in 0 1 2; do
+    for seed in ${SEEDS:-0 1 2}; do
       for init in ${INITS:-finetune scratch}; do
         start=null
         if [ "$init" = finetune ]; then
