@@ -108,8 +108,9 @@ def test_kolmogorov_generator() -> None:
     data, settings = generate_kolmogorov(**kwargs)
     again, _ = generate_kolmogorov(**kwargs, batch_size=1, workers=1)
     second, _ = generate_kolmogorov(**{**kwargs, "samples": 1}, first=1)
+    prefix, _ = generate_kolmogorov(**{**kwargs, "samples": 1})  # fewer samples: the same first ones
     assert data.shape == (2, 5, 16, 16, 1) and np.isfinite(data).all()
-    assert np.array_equal(data, again) and np.array_equal(second, data[1:])
+    assert np.array_equal(data, again) and np.array_equal(second, data[1:]) and np.array_equal(prefix, data[:1])
     assert settings["pde"]["nu"] == 1e-3 and settings["pde"]["drag"] == 0.1
 
 
