@@ -17,29 +17,29 @@ from torch.nn import functional as F
 from opformer.errors import ConfigError
 
 
-def _conv_parameters(module: nn.Module, conv: nn.Module) -> None:
-    """Give ``module`` the ``weight`` and ``bias`` of the torch convolution ``conv`` (its initialisation)."""
-    module.weight, module.bias = conv.weight, conv.bias
+class _ConvParameters(nn.Module):
+    """The ``weight`` and ``bias`` of torch's ``{kind}{ndim}d(in, out, patch, stride=patch)`` (its
+    initialisation, names and shapes), for a layer that computes on channel-last data."""
+
+    def __init__(self, kind: str, in_channels: int, out_channels: int, patch: int, ndim: int) -> None:
+        super().__init__()
+        if ndim not in (1, 2, 3) or patch < 1:
+            raise ConfigError(f"patch convolutions need 1-3 dimensions and a patch size >= 1, got {ndim}, {patch}")
+        self.in_channels, self.out_channels, self.patch, self.ndim = in_channels, out_channels, patch, ndim
+        conv = getattr(nn, f"{kind}{ndim}d")(in_channels, out_channels, patch, stride=patch)
+        self.weight, self.bias = conv.weight, conv.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, patch={self.patch}, ndim={self.ndim}"
 
 
-def _check(ndim: int, patch: int) -> None:
-    if ndim not in (1, 2, 3) or patch < 1:
-        raise ConfigError(f"patch convolutions need 1-3 dimensions and a patch size >= 1, got {ndim}, {patch}")
-
-
-class PatchConv(nn.Module):
+class PatchConv(_ConvParameters):
     """``ConvNd(in, out, kernel_size=P, stride=P)`` on ``(batch, *spatial, *rest, in) -> (batch, *spatial / P,
     *rest, out)``: the ``ndim`` axes after the batch are convolved, the ``rest`` axes (e.g. frames) are carried.
     Every spatial size must be a multiple of ``P``."""
 
     def __init__(self, in_channels: int, out_channels: int, patch: int, ndim: int) -> None:
-        super().__init__()
-        _check(ndim, patch)
-        self.in_channels, self.out_channels, self.patch, self.ndim = in_channels, out_channels, patch, ndim
-        _conv_parameters(self, getattr(nn, f"Conv{ndim}d")(in_channels, out_channels, patch, stride=patch))
-
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, patch={self.patch}, ndim={self.ndim}"
+        super().__init__("Conv", in_channels, out_channels, patch, ndim)
 
     def forward(self, x: Tensor) -> Tensor:
         """Patchify and project ``x`` (see the class docstring)."""
@@ -53,35 +53,23 @@ class PatchConv(nn.Module):
         return F.linear(x, self.weight.flatten(1), self.bias)
 
 
-class PointwiseConv(nn.Module):
+class PointwiseConv(_ConvParameters):
     """``ConvNd(in, out, kernel_size=1)`` on channel-last ``(..., in) -> (..., out)``."""
 
     def __init__(self, in_channels: int, out_channels: int, ndim: int) -> None:
-        super().__init__()
-        _check(ndim, 1)
-        self.in_channels, self.out_channels, self.ndim = in_channels, out_channels, ndim
-        _conv_parameters(self, getattr(nn, f"Conv{ndim}d")(in_channels, out_channels, 1))
-
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, ndim={self.ndim}"
+        super().__init__("Conv", in_channels, out_channels, 1, ndim)
 
     def forward(self, x: Tensor) -> Tensor:
         """Project the channels of ``x``."""
         return F.linear(x, self.weight.flatten(1), self.bias)
 
 
-class PatchConvTranspose(nn.Module):
+class PatchConvTranspose(_ConvParameters):
     """``ConvTransposeNd(in, out, kernel_size=P, stride=P)`` on ``(batch, *latent, in) -> (batch, *latent * P,
     out)``: every token becomes a ``P^ndim`` patch."""
 
     def __init__(self, in_channels: int, out_channels: int, patch: int, ndim: int) -> None:
-        super().__init__()
-        _check(ndim, patch)
-        self.in_channels, self.out_channels, self.patch, self.ndim = in_channels, out_channels, patch, ndim
-        _conv_parameters(self, getattr(nn, f"ConvTranspose{ndim}d")(in_channels, out_channels, patch, stride=patch))
-
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, patch={self.patch}, ndim={self.ndim}"
+        super().__init__("ConvTranspose", in_channels, out_channels, patch, ndim)
 
     def forward(self, z: Tensor) -> Tensor:
         """Expand every token of ``z`` (see the class docstring)."""
