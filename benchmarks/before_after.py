@@ -39,8 +39,9 @@ def main() -> None:
                 for tree in ("before", "after"):
                     runs[tree].append(time_step(name, n, args.batch, args.threads, args.mode, args.repeats,
                                                 src=getattr(args, tree)))
-            t, c = ({k: statistics.median(r.get(key, float("nan")) for r in v) for k, v in runs.items()}
-                    for key in ("seconds_median", "cpu_seconds_median"))
+            t = {k: statistics.median(r["seconds_median"] for r in v) for k, v in runs.items()}
+            # trees from before opformer.bench recorded no processor time
+            c = {k: statistics.median(r.get("cpu_seconds_median", float("nan")) for r in v) for k, v in runs.items()}
             m = {k: max(r["peak_memory_bytes"] for r in v) / GIB for k, v in runs.items()}
             print(f"| {name} | {n} | {t['before']:.4g} | {t['after']:.4g} | {t['after'] / t['before']:.2f} "
                   f"| {c['before']:.4g} | {c['after']:.4g} | {c['after'] / c['before']:.2f} "

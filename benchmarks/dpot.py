@@ -136,18 +136,19 @@ def main() -> None:
     for name, line in commands(args.runs).items():
         config = line.split()[2]
         entry: dict[str, Any] = {"command": line, "config_in_tree": (ROOT / config).is_file()}
+        result["runs"][name] = entry
         run = root / name
-        done, epochs = progress(run) if (run / "config.yaml").is_file() else (0, 0)
-        if (run / "config.yaml").is_file() and done < epochs:  # an unfinished run claims nothing
-            print(f"in progress {run} ({done} of {epochs} epochs)")
-            entry.update(present=True, in_progress=[done, epochs])
-        elif (run / "config.yaml").is_file():
-            print(f"evaluate {run}")
-            entry.update(evaluate(run, args.frames, args.device), present=True, training=log.get(name))
-        else:
+        if not (run / "config.yaml").is_file():
             print(f"absent {run}")
             entry["present"] = False
-        result["runs"][name] = entry
+            continue
+        done, epochs = progress(run)
+        if done < epochs:  # an unfinished run claims nothing
+            print(f"in progress {run} ({done} of {epochs} epochs)")
+            entry.update(present=True, in_progress=[done, epochs])
+        else:
+            print(f"evaluate {run}")
+            entry.update(evaluate(run, args.frames, args.device), present=True, training=log.get(name))
     write_results(args.results, "dpot", result, markdown, load_before)
 
 
