@@ -10,12 +10,15 @@ benchmarks/results/dpot.json and dpot.md with a section per claim. The layout of
   trajectories, seeds 0-2, fine-tuned from ``pretrain_micro`` or from scratch, the same steps (§4.2);
 - ``noise_{0,0.02,0.2,2.0}``: DPOT nano on {DR, SWE, CNS} with that input-noise RMS fraction (§4.3);
 - ``noise_0.2``, ``afno_nano``, ``fno2d_time_nano``: DPOT nano, its soft-shrink (AFNO) variant and FNO2d-time at
-  its parameters, the same mixture and steps (§4.4).
+  its parameters, the same mixture and steps (§4.4);
+- ``{darcy,turbulence3d}_{blocks,scratch}_s{0,1,2}``: steady Darcy at 85^2 and 3D turbulence at 32^3 with the
+  blocks of ``pretrain_micro`` or from scratch, seeds 0-2, the same steps (§4.5).
 
 A mixture run is evaluated per member on the member's test split and stored grid (``opformer evaluate RUN``:
 L2RE per sample and real channel over the whole space-time rollout, beside persistence, the last given frame
 repeated); ``--frames paper`` (default) rolls out each member for the paper's number of frames, ``all`` to the
-end. A Kolmogorov run is a trajectory run: its test trajectories rolled out to the end. ``runs.log`` (written by
+end. A Kolmogorov or turbulence run is a trajectory run: its test trajectories rolled out to the end; a Darcy run
+is evaluated on its test pairs. ``runs.log`` (written by
 dpot_runs.sh) gives each run's training seconds and load averages. Run from the repository root::
 
     .venv/bin/python benchmarks/dpot.py [--runs runs/dpot] [--frames paper|all]
@@ -47,6 +50,9 @@ KOLMOGOROV = [f"kolmogorov_{init}_n{n}_s{seed}" for init in ("finetune", "scratc
 KOLMOGOROV_CONFIG = "configs/kolmogorov/dpot_micro_finetune.yaml"
 #: epochs per training-set size: about 600 optimiser steps each (windows of 33 frames, batch 32)
 KOLMOGOROV_EPOCHS = {10: 75, 100: 8}
+#: §4.5: the pre-trained blocks in other problems (configs/transfer/PROBLEM_dpot_micro.yaml)
+STRETCH = [f"{problem}_{init}_s{seed}" for problem in ("darcy", "turbulence3d") for init in ("blocks", "scratch")
+           for seed in (0, 1, 2)]
 #: The DPOT paper's Ti, pre-trained and not fine-tuned (Table 1), by member (its CNS figures are for four
 #: (M, eta) sets, not named here).
 PAPER_TI = {"fno_nu1e-5": 0.0976, "fno_nu1e-4": 0.0606, "fno_nu1e-3": 0.00954, "dr": 0.0321, "swe": 0.00560,
@@ -68,6 +74,11 @@ def commands(runs: str) -> dict[str, str]:
         start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else "--set init.checkpoint=null"
         out[name] = (f"{train} {KOLMOGOROV_CONFIG} --out {runs}/{name} --set data.n_train={n[1:]} "
                      f"--set train.epochs={KOLMOGOROV_EPOCHS[int(n[1:])]} --set seed={seed[1:]} {start}")
+    for name in STRETCH:
+        problem, init, seed = name.split("_")
+        start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "blocks" else "--set init.checkpoint=null"
+        out[name] = (f"{train} configs/transfer/{problem}_dpot_micro.yaml --out {runs}/{name} --set seed={seed[1:]} "
+                     f"{start}")
     return out
 
 
@@ -90,6 +101,9 @@ def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
         if config.data.mixture:
             rows = evaluate_mixture(run, paper_lengths=frames == "paper", device=device)
             result = {"kind": "mixture", "rows": rows, "summary": summary}
+        elif read_info(config.data.path).kind != "trajectory":  # operator pairs (steady Darcy)
+            result = {"kind": "operator", "rows": evaluate_run(run, config.data.path, [None], device=device),
+                      "summary": summary}
         else:
             stored = len(read_info(config.data.path).times[::config.rollout.time_stride])
             frames_after = stored - config.rollout.t_in  # to the end, not the run's eval_frames
@@ -237,13 +251,54 @@ def _kolmogorov(result: dict[str, Any]) -> list[str]:
             lines.append(f"- {n} trajectories: undecided (fewer than 2 seeds of each)")
             continue
         for metric, label in (("l2re", "L2RE"), ("first", "frame-1 error")):
-            (mt, st), (ms, ss) = mean_std(tuned[metric]), mean_std(scratch[metric])
-            sd = max(st, ss)
-            verdict = "yes" if ms - mt > 2 * sd else "no (null result)"
-            lines.append(f"- {n} trajectories, {label}: fine-tuned {mt:.4g} vs scratch {ms:.4g} "
-                         f"({100 * (ms - mt) / ms:+.1f}%); below by more than 2 seed standard deviations (the larger, "
-                         f"{sd:.2g}): {verdict}")
+            lines.append(_versus(f"{n} trajectories, {label}", tuned[metric], scratch[metric]))
     return lines + _status(result, KOLMOGOROV) + [""]
+
+
+def _versus(what: str, tuned: list[float], scratch: list[float], label: str = "fine-tuned") -> str:
+    """The verdict line: the pre-trained start below scratch by more than 2 seed standard deviations?"""
+    (mt, st), (ms, ss) = mean_std(tuned), mean_std(scratch)
+    sd = max(st, ss)
+    verdict = "yes" if ms - mt > 2 * sd else "no (null result)"
+    return (f"- {what}: {label} {mt:.4g} vs scratch {ms:.4g} ({100 * (ms - mt) / ms:+.1f}%); below by more than 2 "
+            f"seed standard deviations (the larger, {sd:.2g}): {verdict}")
+
+
+def _stretch(result: dict[str, Any]) -> list[str]:
+    lines = ["## 5. Stretch: the pre-trained blocks in steady Darcy (85^2) and 3D turbulence (32^3) vs scratch", ""]
+    ran = _ran(result, STRETCH)
+    if not ran:
+        return lines + ["No stretch run yet: nothing is claimed.", "", *_status(result, STRETCH), ""]
+    lines += ["Only the blocks are copied (the embeddings, temporal aggregation and head start fresh). Darcy: "
+              "relative L2 on the 20 test pairs. Turbulence: L2RE over the test rollout to the end, and the frame-1 "
+              "error.", "", *table_head("problem", "start", "seeds", "metric", "mean", "std", "persistence")]
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    persist: dict[str, dict[str, float]] = {}
+    for name in ran:
+        problem, init, _ = name.split("_")
+        entry, row = result["runs"][name], result["runs"][name]["rows"][0]
+        group = groups.setdefault((problem, init), {})
+        if entry["kind"] == "operator":
+            group.setdefault("relative L2", []).append(row["relative_l2"])
+            continue
+        group.setdefault(f"L2RE ({row['frames']} frames)", []).append(row["l2re"])
+        group.setdefault("frame-1 error", []).append(row["per_frame_relative_l2"][0])
+        persist[problem] = {f"L2RE ({row['frames']} frames)": entry["persistence"]["l2re"],
+                            "frame-1 error": entry["persistence"]["per_frame_relative_l2"][0]}
+    for (problem, init), group in sorted(groups.items()):
+        for metric, values in group.items():
+            mean, sd = mean_std(values)
+            lines.append(f"| {problem} | {init} | {len(values)} | {metric} | {mean:.4g} | {sd:.2g} | "
+                         f"{_fmt(persist.get(problem, {}).get(metric))} |")
+    lines.append("")
+    for problem in ("darcy", "turbulence3d"):
+        blocks, scratch = groups.get((problem, "blocks"), {}), groups.get((problem, "scratch"), {})
+        for metric in blocks:
+            if len(blocks[metric]) < 2 or len(scratch.get(metric, [])) < 2:
+                lines.append(f"- {problem}, {metric}: undecided (fewer than 2 seeds of each)")
+            else:
+                lines.append(_versus(f"{problem}, {metric}", blocks[metric], scratch[metric], "pre-trained blocks"))
+    return lines + _status(result, STRETCH) + [""]
 
 
 def _mixture_table(result: dict[str, Any], names: list[str], labels: list[str]) -> list[str]:
@@ -311,13 +366,12 @@ def markdown(result: dict[str, Any]) -> str:
              "given ones, on their test split and stored grid. L2RE: per sample and real channel over the whole "
              "space-time rollout, mean over channels then samples; persistence repeats the last given frame. "
              "The paper used ~1000x this compute: the claims are tested, not its numbers.",
-             "The runs are made by `bash benchmarks/dpot_runs.sh pretrain ablation` from a frozen copy of the tree "
+             "The runs are made by `bash benchmarks/dpot_runs.sh pretrain ablation transfer stretch` from a frozen copy "
+             "of the tree "
              "(each absent run's own command is listed below).",
              "", f"Machine: {describe_machine(result['machine'])}; {describe_load(result)}.", ""]
-    lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result)
-    lines += ["## 5. Stretch: 3D turbulence and steady Darcy transfer", "",
-              "No runs: not attempted yet.", "",
-              "## 6. Step time and peak memory", "",
+    lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result) + _stretch(result)
+    lines += ["## 6. Step time and peak memory", "",
               "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
     timed = [(n, e) for n, e in result["runs"].items() if e.get("training")]
     if timed:

@@ -179,3 +179,34 @@ def test_missing_and_foreign_sources_and_other_models_are_one_line_errors(tmp_pa
     with pytest.raises(ConfigError, match=r"^init: copies components of DPOT models \(dpot2d, dpot3d\), not of "
                                           r"galerkin_transformer_1d$"):
         Trainer(config, tmp_path / "d")
+
+
+def steady_config(path, init=None, t_in=1):
+    """Tiny DPOT on the toy Darcy pairs (a -> u on 17 x 17: grid 17, patch 1)."""
+    config = {"seed": 0, "model": {"name": "dpot2d", "in_channels": 1, "out_channels": 1,
+                                   **{**TINY, "grid_size": 17, "patch_size": 1}, "periodic": False},
+              "data": {"path": str(path), "n_train": 8, "n_val": 2, "n_test": 2},
+              "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": 1, "batch_size": 4, "num_threads": 1}, "rollout": {"t_in": t_in, "t_out": 1}}
+    if init is not None:
+        config["init"] = init
+    return config_from_dict(config)
+
+
+def test_a_time_model_on_operator_pairs_takes_one_frame_and_gets_pre_trained_blocks(tmp_path, darcy_file,
+                                                                                   pretrained):
+    trainer = Trainer(steady_config(darcy_file, {"checkpoint": str(pretrained), "components": ["blocks"]}),
+                      tmp_path / "steady")
+    surrogate = trainer.surrogate.double()
+    source = load_checkpoint(pretrained / "best.pt")["state_dict"]
+    blocks = {key: value for key, value in surrogate.model.state_dict().items() if key.startswith("blocks.")}
+    assert surrogate.one_frame and len(blocks) == 12
+    assert all(torch.equal(value, source[f"model.{key}"].double()) for key, value in blocks.items())
+    x = torch.randn(3, 17, 17, 1, dtype=torch.float64)
+    with torch.no_grad():  # input (batch, n, n, channels) is one frame (batch, n, n, 1, channels), and back
+        expected = surrogate.target_normalizer.decode(
+            surrogate.model(surrogate.input_normalizer.encode(x).unsqueeze(-2)).squeeze(-2))
+        torch.testing.assert_close(surrogate(x), expected, rtol=0, atol=0)
+    with pytest.raises(ConfigError, match=r"^rollout.t_in/t_out: are 3/1 but .*toy_darcy.h5 holds input -> target "
+                                          r"pairs, which a time model takes as one frame to one: set both to 1$"):
+        Trainer(steady_config(darcy_file, t_in=3), tmp_path / "three")

@@ -37,7 +37,9 @@ class Surrogate(nn.Module):
     boundary condition) from which :meth:`from_spec` rebuilds an identical module without the original YAML.
     With ``spec["boundary"] == "dirichlet"`` the de-normalised output is set to zero on the boundary. A model
     with more channels than the data (:func:`channel_padding`) gets the normalised input with zero channels
-    appended, and its output's first channels (the data's) are the prediction.
+    appended, and its output's first channels (the data's) are the prediction. A time model (one that takes
+    ``t_in`` frames: DPOT, FNO2d-time) on operator data (input -> target pairs, no ``t_in`` in the data
+    signature) sees each input as one frame and returns one: the steady transfer of DPOT (Hao et al. 2024).
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -54,6 +56,7 @@ class Surrogate(nn.Module):
                                                         len(data["target_channels"]), periodic)
         self.dirichlet = spec.get("boundary", "none") == "dirichlet"
         self.padding = channel_padding(self.model.config, data)
+        self.one_frame = "t_in" in self.model.config and "t_in" not in data
 
     @property
     def config(self) -> dict[str, Any]:
@@ -74,10 +77,14 @@ class Surrogate(nn.Module):
         z = self.input_normalizer.encode(x)
         if input_noise is not None:
             z = z + input_noise
+        if self.one_frame:
+            z = z.unsqueeze(-2)
         if self.padding:
             z = torch.cat([z, z.new_zeros((*z.shape[:-1], self.padding))], dim=-1)
             y = self.model(z)[..., :-self.padding]
         else:
             y = self.model(z)
+        if self.one_frame:
+            y = y.squeeze(-2)
         y = self.target_normalizer.decode(y)
         return zero_boundary(y) if self.dirichlet else y

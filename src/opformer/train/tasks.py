@@ -128,7 +128,11 @@ class OperatorTask:
         return {**_base_spec(self.info, self.input_channels, self.target_channels), "target_shape": target_shape}
 
     def check_fit(self, model: torch.nn.Module) -> None:
-        """Grid and output shape of the model must fit the data."""
+        """Grid and output shape of the model must fit the data; a time model takes one frame and returns one."""
+        built = getattr(model, "config", {})
+        if "t_in" in built and (built["t_in"], built["t_out"]) != (1, 1):
+            raise ConfigError(f"rollout.t_in/t_out: are {built['t_in']}/{built['t_out']} but {self.info.path} holds "
+                              "input -> target pairs, which a time model takes as one frame to one: set both to 1")
         _check_output(model, self.train.inputs[:1], tuple(self.train.targets.shape[1:]), self.info,
                       "check data.resolution, data.target_resolution and the model's grid sizes")
 
