@@ -76,7 +76,7 @@ def commands(runs: str) -> dict[str, str]:
                      f"--set train.epochs={KOLMOGOROV_EPOCHS[int(n[1:])]} --set seed={seed[1:]} {start}")
     for name in STRETCH:
         problem, init, seed = name.split("_")
-        start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "blocks" else "--set init.checkpoint=null"
+        start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "blocks" else "--set 'init={}'"
         out[name] = (f"{train} configs/transfer/{problem}_dpot_micro.yaml --out {runs}/{name} --set seed={seed[1:]} "
                      f"{start}")
     return out

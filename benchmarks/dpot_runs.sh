@@ -83,13 +83,13 @@ stretch() {  # §4.5: the pre-trained blocks in steady Darcy at 85^2 and 3D turb
   for seed in ${SEEDS:-0 1 2}; do
     for problem in darcy turbulence3d; do
       for init in ${INITS:-blocks scratch}; do
-        start=null
+        start="init={}"  # scratch: no init section (the config's names the blocks)
         if [ "$init" = blocks ]; then
-          start="$RUNS/pretrain_micro"
-          finished "$start" || { echo "$start has not finished: run the pretrain group first" >&2; return 1; }
+          finished "$RUNS/pretrain_micro" || { echo "$RUNS/pretrain_micro has not finished: run the pretrain group first" >&2; return 1; }
+          start="init.checkpoint=$RUNS/pretrain_micro"
         fi
         run "${problem}_${init}_s${seed}" "configs/transfer/${problem}_dpot_micro.yaml" --set "seed=$seed" \
-          --set "init.checkpoint=$start" || return $?
+          --set "$start" || return $?
       done
     done
   done
