@@ -1,12 +1,15 @@
-"""FLOP counts of a step match the formulas of a linear layer and of galerkin attention."""
+"""FLOP counts of a step match the formulas of a linear layer and of galerkin attention; the products' time of a
+step counts the products and nothing else."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
 from torch import nn
 
-from opformer.bench.flops import count_flops
+from opformer.bench.flops import count_flops, product_share
 from opformer.nn.attention import SimpleAttention
 
 
@@ -38,3 +41,15 @@ def test_galerkin_attention_flops_match_formula(n_head):
     # and grows linearly in n: no N x N product
     counts = [count_flops(lambda: attn(torch.randn(b, k * n, d), torch.rand(k * n, p))) for k in (1, 2, 3)]
     assert counts[2] - counts[1] == counts[1] - counts[0]
+
+
+def test_product_share_counts_the_products_only():
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    x = torch.randn(2_000_000)
+    assert product_share(lambda: (x.exp().sum(), time.sleep(0.05))) == 0  # element-wise work and waiting
+    start = time.perf_counter()
+    for _ in range(3):
+        a @ b, torch.bmm(a[None], b[None]), torch.addmm(a, a, b)
+    products = (time.perf_counter() - start) / 3  # three products, about
+    share = product_share(lambda: (a @ b, torch.bmm(a[None], b[None]), torch.addmm(a, a, b), time.sleep(0.05)))
+    assert 0 < share < products / 0.05 * 2  # the products' time over the step's, not the 50 ms sleep's

@@ -16,7 +16,8 @@ from opformer.cli import main
 
 CELL_FIELDS = {"model", "implementation", "resolution", "batch", "mode", "status", "seconds_median", "seconds_q1",
                "seconds_q3", "seconds_min", "seconds_max", "samples_per_second", "peak_memory_bytes",
-               "memory_kind", "peak_tensor_bytes", "flops_per_step", "flop_rate", "peak_fraction", "parameters"}
+               "memory_kind", "peak_tensor_bytes", "flops_per_step", "flop_rate", "peak_fraction", "parameters",
+               "product_seconds", "product_share"}
 TINY = ["--batch", "1", "--repeats", "2", "--warmup", "0", "--threads", "1"]
 
 
@@ -36,6 +37,7 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
         assert cell["parameters"] == 530_305
         assert cell["seconds_min"] <= cell["seconds_median"] <= cell["seconds_max"]
         assert cell["flops_per_step"] > 0 and 0 < cell["peak_fraction"] < 1
+        assert 0 < cell["product_share"] < 1 and cell["product_seconds"] == cell["product_share"] * cell["seconds_median"]
     assert cells[1]["flops_per_step"] > cells[0]["flops_per_step"]
     assert set(report["slopes"]["gt_burgers/opformer"]) == {"time", "memory"}
     assert "| gt_burgers | opformer | 32 |" in (tmp_path / "b.md").read_text()
@@ -121,3 +123,23 @@ def test_terminated_bench_stops_its_cell_process(tmp_path, attempt):
     assert bench.wait(timeout=30) == 143
     assert "interrupted" in bench.stderr.read()
     assert not Path(f"/proc/{cell}").exists()
+
+
+def test_ratios_to_the_peer_with_and_without_the_products_floor():
+    from opformer.bench.report import to_markdown
+    from opformer.bench.sweep import add_ratios
+
+    def cell(implementation, seconds, products):
+        return {"model": "gt_burgers", "implementation": implementation, "resolution": 512, "status": "ok",
+                "seconds_median": seconds, "seconds_q1": seconds, "seconds_q3": seconds, "samples_per_second": 1.0,
+                "peak_memory_bytes": 2**30, "memory_kind": "peak RSS", "flops_per_step": 1e9, "peak_fraction": 0.5, "parameters": 1,
+                "product_seconds": products}
+
+    cells = [cell("opformer", 0.18, 0.145), cell("galerkin-transformer", 0.25, 0.16)]
+    add_ratios(cells)
+    assert cells[0]["ratio_to_peer"] == pytest.approx(0.72) and cells[0]["floor_ratio_to_peer"] == pytest.approx(0.58)
+    assert "ratio_to_peer" not in cells[1]
+    report = {"settings": {"mode": "train", "batch": 8, "repeats": 5, "warmup": 1}, "cells": cells, "slopes": {},
+              "machine": {"torch": "2", "processor": "x", "threads": 1, "device": "cpu", "matmul_peak_flops": 1e11}}
+    row = next(line for line in to_markdown(report).splitlines() if line.startswith("| gt_burgers | opformer"))
+    assert row.split(" | ")[4] == "0.145" and row.endswith(" | 0.72 [0.58] |")

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from opformer.bench.flops import count_flops
+from opformer.bench.flops import count_flops, product_share
 from opformer.bench.memory import TensorMemoryTracker
 from opformer.bench.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.config import OptimConfig
@@ -160,6 +160,8 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         with TensorMemoryTracker() as tracker:
             step()
         tensor_bytes = resident + tracker.peak_bytes
+    # the products' share of the step (CPU only: on CUDA the profiler's CPU times are kernel launches)
+    share = product_share(step) if device.type == "cpu" else None
     median = statistics.median(times)
     quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
     return {
@@ -168,7 +170,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         "samples_per_second": spec["batch"] / median,
         "peak_memory_bytes": memory, "memory_kind": memory_kind, "peak_tensor_bytes": tensor_bytes,
         "flops_per_step": flops,
-        "flop_rate": flops / median, "parameters": parameter_count(peer.model),
+        "flop_rate": flops / median, "product_share": share,
+        "product_seconds": None if share is None else share * median,
+        "parameters": parameter_count(peer.model),
     }
 
 

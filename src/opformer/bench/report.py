@@ -13,17 +13,18 @@ GIB = 1024**3
 def _cell_columns(cell: dict[str, Any]) -> list[str]:
     """Markdown columns of one cell after model, implementation and resolution."""
     if cell["status"] != "ok":
-        return [cell["status"]] + [""] * 7
-    ratio = cell.get("ratio_to_peer")
+        return [cell["status"]] + [""] * 8
+    ratio, floor, products = cell.get("ratio_to_peer"), cell.get("floor_ratio_to_peer"), cell.get("product_seconds")
     return [
         f"{cell['seconds_median']:.4g} [{cell['seconds_q1']:.4g}, {cell['seconds_q3']:.4g}]",
+        "" if products is None else f"{products:.4g}",
         f"{cell['samples_per_second']:.4g}",
         f"{cell['peak_memory_bytes'] / GIB:.3g}",
         f"{cell['peak_tensor_bytes'] / GIB:.3g}" if "peak_tensor_bytes" in cell else "",
         f"{cell['flops_per_step'] / 1e9:.4g}",
         f"{100 * cell['peak_fraction']:.1f}%",
         f"{cell['parameters']:,}",
-        "" if ratio is None else f"{ratio:.2f}",
+        "" if ratio is None else f"{ratio:.2f}" + ("" if floor is None else f" [{floor:.2f}]"),
     ]
 
 
@@ -39,7 +40,9 @@ def _cell_table(report: dict[str, Any], command: str) -> list[str]:
         f"Median of {settings['repeats']} steps after {settings['warmup']} warm-up steps [quartiles]; memory is "
         f"the {memory_kind} of a fresh process per cell, tensors the most tensor memory alive at once "
         "(opformer.bench.memory); FLOPs counted by torch.utils.flop_counter "
-        "(matrix products; FFTs and element-wise operations not counted).",
+        "(matrix products; FFTs and element-wise operations not counted); products: the step's seconds in "
+        "matrix-product kernels (their share of a profiled step, torch.profiler, CPU only, times the median), and "
+        "in brackets after the time ratio the ratio that would remain with all other work gone.",
     ]
     if "loadavg_before" in machine:  # reports written before the load was recorded lack it
         lines[-1] += (" Load average (1, 5, 15 min) before " + ", ".join(f"{v:.2f}" for v in machine["loadavg_before"])
@@ -48,9 +51,9 @@ def _cell_table(report: dict[str, Any], command: str) -> list[str]:
         lines += ["", f"Command: `{command}`"]
     lines += [
         "",
-        "| model | implementation | n | s/step [q1, q3] | samples/s | memory (GiB) | tensors (GiB) | GFLOP/step "
-        "| % of peak | parameters | opformer/peer time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | implementation | n | s/step [q1, q3] | products s/step | samples/s | memory (GiB) | tensors (GiB) "
+        "| GFLOP/step | % of peak | parameters | opformer/peer time [products only] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in report["cells"]:
         row = [cell["model"], cell["implementation"], str(cell["resolution"])] + _cell_columns(cell)

@@ -203,13 +203,17 @@ def fit_slope(cells: list[dict[str, Any]], key: str) -> float | None:
 
 
 def add_ratios(cells: list[dict[str, Any]]) -> None:
-    """Set ``ratio_to_peer`` (opformer time / peer time) on opformer cells whose peer cell was measured."""
+    """Set ``ratio_to_peer`` (opformer time / peer time) on opformer cells whose peer cell was measured, and
+    ``floor_ratio_to_peer`` (opformer's matrix-product seconds / peer time: the ratio with every operation but
+    the products gone) where the products were timed."""
     peers = {(c["model"], c["resolution"]): c for c in cells if c["implementation"] != OPFORMER}
     for cell in cells:
         peer = peers.get((cell["model"], cell["resolution"]))
         if cell["implementation"] == OPFORMER and peer and cell["status"] == peer["status"] == "ok":
             cell["ratio_to_peer"] = cell["seconds_median"] / peer["seconds_median"]
             cell["memory_ratio_to_peer"] = cell["peak_memory_bytes"] / peer["peak_memory_bytes"]
+            if cell.get("product_seconds") is not None:
+                cell["floor_ratio_to_peer"] = cell["product_seconds"] / peer["seconds_median"]
 
 
 def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
