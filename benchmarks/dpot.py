@@ -19,9 +19,11 @@ L2RE per sample and real channel over the whole space-time rollout, beside persi
 repeated); ``--frames paper`` (default) rolls out each member for the paper's number of frames, ``all`` to the
 end. A Kolmogorov or turbulence run is a trajectory run: its test trajectories rolled out to the end; a Darcy run
 is evaluated on its test pairs. ``runs.log`` (written by
-dpot_runs.sh) gives each run's training seconds and load averages. Run from the repository root::
+dpot_runs.sh) gives each run's training seconds and load averages. A finished run whose directory is not under
+``--runs`` (made on another machine, or lost with one) keeps its evaluation from the previous dpot.json, marked
+carried in both outputs; ``--no-carry`` drops such runs. Run from the repository root::
 
-    .venv/bin/python benchmarks/dpot.py [--runs runs/dpot] [--frames paper|all]
+    .venv/bin/python benchmarks/dpot.py [--runs runs/dpot] [--frames paper|all] [--no-carry]
 """
 
 from __future__ import annotations
@@ -136,22 +138,41 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var)
 
 
+def evaluated_earlier(path: Path, frames: str) -> dict[str, dict[str, Any]]:
+    """The evaluated runs of a previous dpot.json made with the same ``frames`` setting, by name (none if the file
+    is absent)."""
+    if not path.is_file():
+        return {}
+    previous = json.loads(path.read_text())
+    if previous.get("frames") != frames:
+        return {}
+    return {name: entry for name, entry in previous["runs"].items()
+            if entry.get("present") and "rows" in entry and "in_progress" not in entry and "error" not in entry}
+
+
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--runs", default="runs/dpot", help="folder of the run directories (see the layout above)")
     parser.add_argument("--frames", choices=("paper", "all"), default="paper",
                         help="mixture members rolled out for the paper's number of frames, or to the end")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-carry", action="store_true",
+                        help="drop the runs evaluated earlier whose directories are not under --runs")
     args = parser.parse_args()
     load_before = os.getloadavg()
     root = Path(args.runs)
     log = timing_log(root / "runs.log")
     result: dict[str, Any] = {"runs_root": args.runs, "frames": args.frames, "runs": {}}
+    earlier = {} if args.no_carry else evaluated_earlier(Path(args.results) / "dpot.json", args.frames)
     for name, line in commands(args.runs).items():
         config = line.split()[2]
         entry: dict[str, Any] = {"command": line, "config_in_tree": (ROOT / config).is_file()}
         result["runs"][name] = entry
         run = root / name
+        if not (run / "config.yaml").is_file() and name in earlier:
+            print(f"carried {name} (evaluated earlier; no {run} here)")
+            entry.update({**earlier[name], **entry, "carried": True})
+            continue
         if not (run / "config.yaml").is_file():
             print(f"absent {run}")
             entry["present"] = False
@@ -211,13 +232,22 @@ def _pretrain(result: dict[str, Any]) -> list[str]:
         first = next(r for r in found.values() if r)
         lines.append(f"| {member} | {first['frames']} | " + " | ".join(_fmt(r and r["l2re"]) for r in found.values())
                      + f" | {_fmt(first['persistence_l2re'])} | {_fmt(PAPER_TI.get(member))} |")
-    lines.append("")
+    means = {n: sum(r["l2re"] for r in rows[n]) / len(rows[n]) for n in ran}
+    persistence = [next(r for n in ran for r in rows[n] if r["member"] == m)["persistence_l2re"] for m in members]
+    lines += ["| mean over members | | " + " | ".join(_fmt(means[n]) for n in ran)
+              + f" | {_fmt(sum(persistence) / len(persistence))} | |", ""]
     for name in ran:
         worse = [r["member"] for r in rows[name] if not r["l2re"] < r["persistence_l2re"]]
         verdict = "yes" if not worse else f"no (not below on {', '.join(worse)})"
         lines.append(f"- `{name}` below persistence on every member: {verdict}; "
                      f"{result['runs'][name]['summary'].get('epochs')} epochs, "
                      f"{result['runs'][name]['summary'].get('parameters')} parameters")
+    if len(ran) == 2:
+        dpot, fno = ({r["member"]: r["l2re"] for r in rows[n]} for n in names)
+        below = [m for m in dpot if m in fno and dpot[m] < fno[m]]
+        lines.append(f"- DPOT micro below FNO2d-time (the same data, recipe and steps) on {len(below)} of {len(dpot)} "
+                     f"members; mean over members {means[names[0]]:.4g} vs {means[names[1]]:.4g} "
+                     f"({means[names[0]] / means[names[1]]:.2f}x). One seed each")
     return lines + _status(result, names) + [""]
 
 
@@ -370,6 +400,11 @@ def markdown(result: dict[str, Any]) -> str:
              "of the tree "
              "(each absent run's own command is listed below).",
              "", f"Machine: {describe_machine(result['machine'])}; {describe_load(result)}.", ""]
+    carried = [name for name, entry in result["runs"].items() if entry.get("carried")]
+    if carried:
+        lines += [f"Carried from an earlier dpot.json (evaluated then, on the machine that made them; their run "
+                  f"directories are not under `{result['runs_root']}` here): " + ", ".join(f"`{n}`" for n in carried)
+                  + ".", ""]
     lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result) + _stretch(result)
     lines += ["## 6. Step time and peak memory", "",
               "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
