@@ -79,9 +79,10 @@ transfer() {  # §4.2: held-out Kolmogorov flow, fine-tuned from pretrain_micro 
 
 stretch() {  # §4.5: the pre-trained blocks in steady Darcy at 85^2 and 3D turbulence at 32^3, vs scratch, 3 seeds
   # The data (the commands are in the configs): data/darcy_dpot_85.h5 and data/turbulence3d_dpot.h5.
+  # SEEDS (default "0 1 2"), PROBLEMS (default "darcy turbulence3d") and INITS (default "blocks scratch") choose a part.
   local seed problem init start
   for seed in ${SEEDS:-0 1 2}; do
-    for problem in darcy turbulence3d; do
+    for problem in ${PROBLEMS:-darcy turbulence3d}; do
       for init in ${INITS:-blocks scratch}; do
         start="init={}"  # scratch: no init section (the config's names the blocks)
         if [ "$init" = blocks ]; then
