@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -59,6 +59,12 @@ def _two_sided_bases(n: int, kept: int, dtype: torch.dtype, device: torch.device
     return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
 
 
+def _bases(builder: Callable[..., tuple[Tensor, Tensor]], *args: object) -> tuple[Tensor, Tensor]:
+    """The cached bases of ``builder`` (:func:`_dft_bases` or :func:`_two_sided_bases`); under ``torch.compile`` the
+    uncached function, which dynamo traces into the graph (it would skip the cache anyway, with a warning)."""
+    return builder.__wrapped__(*args) if torch.compiler.is_compiling() else builder(*args)
+
+
 def complex_blocks(weight: Tensor) -> Tensor:
     """Complex weights ``(in, out, modes, 2)`` as real blocks ``(modes, 2 in, 2 out)``.
 
@@ -79,7 +85,7 @@ def axis_mode_product(x: Tensor, blocks: Tensor) -> Tensor:
     """
     outer, n, inner, c_in = x.shape
     kept, c_out = blocks.shape[0], blocks.shape[-1] // 2
-    forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
+    forward, inverse = _bases(_dft_bases, n, kept, x.dtype, x.device)
     # (outer, [re, im], kept, inner, c_in) -> (kept, outer * inner, [re, im] * c_in)
     x_ft = (forward @ x.reshape(outer, n, inner * c_in)).view(outer, 2, kept, inner, c_in)
     x_ft = x_ft.permute(2, 0, 3, 1, 4).reshape(kept, outer * inner, 2 * c_in)
@@ -177,8 +183,8 @@ class SpectralConv(nn.Module):
         c_out, m1 = self.out_channels, self.modes[0]
         k1, k2 = min(m1, n1 // 2), min(self.modes[1], n2 // 2 + 1)
         rows = 2 * k1
-        forward1, inverse1 = _two_sided_bases(n1, k1, x.dtype, x.device)
-        forward2, inverse2 = _dft_bases(n2, k2, x.dtype, x.device)
+        forward1, inverse1 = _bases(_two_sided_bases, n1, k1, x.dtype, x.device)
+        forward2, inverse2 = _bases(_dft_bases, n2, k2, x.dtype, x.device)
         # first axis, real -> complex: (batch, [re, im], rows, n2 * c_in)
         y = forward1 @ x.reshape(batch, n1, n2 * c_in)
         # second axis, applied to the real and the imaginary part: (batch, [re, im], rows, [cos, -sin], k2, c_in)
