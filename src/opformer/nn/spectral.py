@@ -16,7 +16,19 @@ from opformer.nn.mlp import make_activation
 _AXIS_LETTERS = "xyz"
 
 
-@functools.lru_cache(maxsize=16)
+def _basis_cache(builder: Callable[..., tuple[Tensor, Tensor]]) -> Callable[..., tuple[Tensor, Tensor]]:
+    """Cache the bases ``builder`` returns (16 most recent argument sets); under ``torch.compile`` call ``builder``
+    itself, which dynamo traces into the graph (it would skip an ``lru_cache`` anyway, with a warning)."""
+    cached = functools.lru_cache(maxsize=16)(builder)
+
+    @functools.wraps(builder)
+    def bases(*args: object) -> tuple[Tensor, Tensor]:
+        return builder(*args) if torch.compiler.is_compiling() else cached(*args)
+
+    return bases
+
+
+@_basis_cache
 def _dft_bases(n: int, modes: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
     """Real matrices of the "ortho" rfft restricted to modes ``0..modes-1`` and of its inverse.
 
@@ -41,7 +53,7 @@ def _dft_bases(n: int, modes: int, dtype: torch.dtype, device: torch.device) -> 
     return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
 
 
-@functools.lru_cache(maxsize=16)
+@_basis_cache
 def _two_sided_bases(n: int, kept: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
     """Real matrices of the "ortho" DFT restricted to the frequencies ``0..kept-1`` and ``-kept..-1`` (spectrum
     rows ``0..kept-1`` and ``n-kept..n-1``, ``r = 2 * kept`` rows), and of its inverse.
@@ -57,12 +69,6 @@ def _two_sided_bases(n: int, kept: int, dtype: torch.dtype, device: torch.device
     forward = torch.cat([cos, -sin])
     inverse = torch.cat([torch.cat([cos.t(), -sin.t()], dim=1), torch.cat([sin.t(), cos.t()], dim=1)])
     return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
-
-
-def _bases(builder: Callable[..., tuple[Tensor, Tensor]], *args: object) -> tuple[Tensor, Tensor]:
-    """The cached bases of ``builder`` (:func:`_dft_bases` or :func:`_two_sided_bases`); under ``torch.compile`` the
-    uncached function, which dynamo traces into the graph (it would skip the cache anyway, with a warning)."""
-    return builder.__wrapped__(*args) if torch.compiler.is_compiling() else builder(*args)
 
 
 def complex_blocks(weight: Tensor) -> Tensor:
@@ -85,7 +91,7 @@ def axis_mode_product(x: Tensor, blocks: Tensor) -> Tensor:
     """
     outer, n, inner, c_in = x.shape
     kept, c_out = blocks.shape[0], blocks.shape[-1] // 2
-    forward, inverse = _bases(_dft_bases, n, kept, x.dtype, x.device)
+    forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
     # (outer, [re, im], kept, inner, c_in) -> (kept, outer * inner, [re, im] * c_in)
     x_ft = (forward @ x.reshape(outer, n, inner * c_in)).view(outer, 2, kept, inner, c_in)
     x_ft = x_ft.permute(2, 0, 3, 1, 4).reshape(kept, outer * inner, 2 * c_in)
@@ -183,8 +189,8 @@ class SpectralConv(nn.Module):
         c_out, m1 = self.out_channels, self.modes[0]
         k1, k2 = min(m1, n1 // 2), min(self.modes[1], n2 // 2 + 1)
         rows = 2 * k1
-        forward1, inverse1 = _bases(_two_sided_bases, n1, k1, x.dtype, x.device)
-        forward2, inverse2 = _bases(_dft_bases, n2, k2, x.dtype, x.device)
+        forward1, inverse1 = _two_sided_bases(n1, k1, x.dtype, x.device)
+        forward2, inverse2 = _dft_bases(n2, k2, x.dtype, x.device)
         # first axis, real -> complex: (batch, [re, im], rows, n2 * c_in)
         y = forward1 @ x.reshape(batch, n1, n2 * c_in)
         # second axis, applied to the real and the imaginary part: (batch, [re, im], rows, [cos, -sin], k2, c_in)
