@@ -79,6 +79,7 @@ def test_failed_cell_status_names_the_signal_or_the_error():
     (["--resolutions", "512,0"], ["--resolutions"]),
     (["--resolutions", "5x"], ["--resolutions"]),
     (["--batch", "0"], ["--batch"]),
+    (["--rounds", "0"], ["--rounds"]),
     (["--json", "{tmp}/missing/b.json"], ["--json", "cannot write"]),
     (["--plot", "{tmp}"], ["--plot"]),
 ])
@@ -143,3 +144,41 @@ def test_ratios_to_the_peer_with_and_without_the_products_floor():
               "machine": {"torch": "2", "processor": "x", "threads": 1, "device": "cpu", "matmul_peak_flops": 1e11}}
     row = next(line for line in to_markdown(report).splitlines() if line.startswith("| gt_burgers | opformer"))
     assert row.split(" | ")[4] == "0.145" and row.endswith(" | 0.72 [0.58] |")
+
+
+def test_rounds_alternate_the_pair_and_report_medians_of_the_rounds(monkeypatch):
+    """Rounds 2.. run the opformer cell and its peer's back to back, the peer first in even rounds; times are the
+    medians over the rounds and the ratio the median of the per-round ratios (not the ratio of the medians)."""
+    from opformer.bench import sweep
+    from opformer.bench.report import to_markdown
+
+    seconds = {"opformer": [0.10, 0.30, 0.12], "galerkin-transformer": [0.20, 0.40, 0.16]}
+    calls = []
+
+    def fake_child(spec, settings):
+        implementation = spec["implementation"]
+        calls.append(implementation)
+        t = seconds[implementation][calls.count(implementation) - 1]
+        return {"status": "ok", "seconds_median": t, "seconds_q1": t, "seconds_q3": t, "seconds_min": t,
+                "seconds_max": t, "cpu_seconds_median": t, "samples_per_second": 8 / t, "peak_memory_bytes": 2**30,
+                "memory_kind": "peak RSS", "peak_tensor_bytes": 2**29, "flops_per_step": 1e9, "flop_rate": 1e9 / t,
+                "product_share": 0.05 / t, "product_seconds": 0.05, "parameters": 1}
+
+    monkeypatch.setattr(sweep, "run_child", fake_child)
+    monkeypatch.setattr(sweep, "matmul_peak", lambda threads, device: 1e11)
+    settings = BenchSettings(models=["gt_burgers"], resolutions=[16], batch=8, peers=True, rounds=3)
+    report = sweep.run_bench(settings, progress=lambda line: None)
+    assert calls == ["opformer", "galerkin-transformer", "galerkin-transformer", "opformer", "opformer",
+                     "galerkin-transformer"]
+    own, peer = report["cells"]
+    assert [r["seconds_median"] for r in own["rounds"]] == seconds["opformer"]
+    assert own["seconds_median"] == 0.12 and peer["seconds_median"] == 0.20
+    assert (own["seconds_q1"], own["seconds_q3"]) == pytest.approx((0.11, 0.21))
+    assert own["samples_per_second"] == pytest.approx(8 / 0.12) and own["flop_rate"] == pytest.approx(1e9 / 0.12)
+    assert own["ratio_rounds"] == pytest.approx([0.5, 0.75, 0.75])
+    assert own["ratio_to_peer"] == pytest.approx(0.75)  # the ratio of the medians would be 0.6
+    assert own["floor_ratio_to_peer"] == pytest.approx(0.25)  # median of 0.25, 0.125, 0.3125
+    text = to_markdown(report)
+    assert "measured in 3 rounds" in text
+    row = next(line for line in text.splitlines() if line.startswith("| gt_burgers | opformer"))
+    assert row.endswith(" | 0.75 (0.50-0.75) [0.25] |")

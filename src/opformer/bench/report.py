@@ -24,8 +24,14 @@ def _cell_columns(cell: dict[str, Any]) -> list[str]:
         f"{cell['flops_per_step'] / 1e9:.4g}",
         f"{100 * cell['peak_fraction']:.1f}%",
         f"{cell['parameters']:,}",
-        "" if ratio is None else f"{ratio:.2f}" + ("" if floor is None else f" [{floor:.2f}]"),
+        "" if ratio is None else f"{ratio:.2f}" + _ratio_range(cell) + ("" if floor is None else f" [{floor:.2f}]"),
     ]
+
+
+def _ratio_range(cell: dict[str, Any]) -> str:
+    """`` (lowest-highest)`` of the per-round time ratios of a cell measured in several rounds, else nothing."""
+    ratios = cell.get("ratio_rounds") or []
+    return f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
 
 
 def _cell_table(report: dict[str, Any], command: str) -> list[str]:
@@ -44,6 +50,12 @@ def _cell_table(report: dict[str, Any], command: str) -> list[str]:
         "matrix-product kernels (their share of a profiled step, torch.profiler, CPU only, times the median), and "
         "in brackets after the time ratio the ratio that would remain with all other work gone.",
     ]
+    rounds = settings.get("rounds", 1)  # reports written before rounds existed lack it
+    if rounds > 1:
+        lines[-1] += (f" Every cell was measured in {rounds} rounds (fresh processes; an opformer cell and its peer's "
+                      "back to back, in alternating order): times are the medians over the rounds, [q1, q3] the "
+                      "quartiles of the rounds' medians, and the time ratio the median of the per-round ratios "
+                      "(their range in parentheses).")
     if "loadavg_before" in machine:  # reports written before the load was recorded lack it
         lines[-1] += (" Load average (1, 5, 15 min) before " + ", ".join(f"{v:.2f}" for v in machine["loadavg_before"])
                       + "; after " + ", ".join(f"{v:.2f}" for v in machine["loadavg_after"]) + ".")

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -59,6 +60,7 @@ class BenchSettings:
     threads: int = field(default_factory=torch.get_num_threads)
     device: str = "cpu"
     peers: bool = False
+    rounds: int = 1
     time_budget: float = 300.0
     memory_budget: float = field(default_factory=lambda: 0.75 * total_memory())
 
@@ -70,7 +72,7 @@ class BenchSettings:
                               f"valid: {', '.join(sorted(PRESETS))}")
         if not self.resolutions or min(self.resolutions) < 1:
             raise ConfigError(f"--resolutions: expected positive grid sizes, got {self.resolutions}")
-        for name in ("batch", "repeats", "threads"):
+        for name in ("batch", "repeats", "threads", "rounds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}: expected a positive integer, got {getattr(self, name)}")
         if self.warmup < 0 or self.time_budget <= 0 or self.memory_budget <= 0:
@@ -202,18 +204,83 @@ def fit_slope(cells: list[dict[str, Any]], key: str) -> float | None:
     return sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / sxx
 
 
+#: the timing fields of a cell that are medians over its rounds (:func:`combine_rounds`)
+ROUND_FIELDS = ("seconds_median", "cpu_seconds_median", "product_seconds")
+
+
+def _round_ratios(cell: dict[str, Any], peer: dict[str, Any], key: str) -> list[float]:
+    """``cell[key] / peer seconds`` of every round in which both cells were measured."""
+    return [own[key] / other["seconds_median"] for own, other in zip(cell["rounds"], peer["rounds"])
+            if own["status"] == other["status"] == "ok" and own.get(key) is not None]
+
+
 def add_ratios(cells: list[dict[str, Any]]) -> None:
     """Set ``ratio_to_peer`` (opformer time / peer time) on opformer cells whose peer cell was measured, and
     ``floor_ratio_to_peer`` (opformer's matrix-product seconds / peer time: the ratio with every operation but
-    the products gone) where the products were timed."""
+    the products gone) where the products were timed. Cells measured in several rounds get the median of the
+    per-round ratios (each round's pair ran back to back) and their spread, ``ratio_rounds``."""
     peers = {(c["model"], c["resolution"]): c for c in cells if c["implementation"] != OPFORMER}
     for cell in cells:
         peer = peers.get((cell["model"], cell["resolution"]))
-        if cell["implementation"] == OPFORMER and peer and cell["status"] == peer["status"] == "ok":
-            cell["ratio_to_peer"] = cell["seconds_median"] / peer["seconds_median"]
-            cell["memory_ratio_to_peer"] = cell["peak_memory_bytes"] / peer["peak_memory_bytes"]
-            if cell.get("product_seconds") is not None:
-                cell["floor_ratio_to_peer"] = cell["product_seconds"] / peer["seconds_median"]
+        if cell["implementation"] != OPFORMER or not peer or not cell["status"] == peer["status"] == "ok":
+            continue
+        cell["memory_ratio_to_peer"] = cell["peak_memory_bytes"] / peer["peak_memory_bytes"]
+        if len(cell.get("rounds", ())) > 1:
+            cell["ratio_rounds"] = _round_ratios(cell, peer, "seconds_median")
+            floors = _round_ratios(cell, peer, "product_seconds")
+            cell["ratio_to_peer"] = statistics.median(cell["ratio_rounds"])
+            if floors:
+                cell["floor_ratio_to_peer"] = statistics.median(floors)
+            continue
+        cell["ratio_to_peer"] = cell["seconds_median"] / peer["seconds_median"]
+        if cell.get("product_seconds") is not None:
+            cell["floor_ratio_to_peer"] = cell["product_seconds"] / peer["seconds_median"]
+
+
+def combine_rounds(cell: dict[str, Any]) -> None:
+    """Give a cell measured in several rounds the medians of its rounds' :data:`ROUND_FIELDS` and, as
+    ``seconds_q1``/``seconds_q3``, the quartiles of the rounds' median step times."""
+    rounds = [r for r in cell.get("rounds", ()) if r["status"] == "ok"]
+    if len(rounds) < 2:
+        return
+    for key in ROUND_FIELDS:
+        values = [r[key] for r in rounds if r.get(key) is not None]
+        if values:
+            cell[key] = statistics.median(values)
+    medians = [r["seconds_median"] for r in rounds]
+    cell["seconds_q1"], _, cell["seconds_q3"] = statistics.quantiles(medians, n=4, method="inclusive")
+    cell["seconds_min"], cell["seconds_max"] = min(r["seconds_min"] for r in rounds), max(r["seconds_max"] for r in rounds)
+    cell["samples_per_second"] = cell["batch"] / cell["seconds_median"]
+    cell["flop_rate"] = cell["flops_per_step"] / cell["seconds_median"]
+
+
+def _round_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What a round keeps of a cell's result: its status, timings and the load beside them."""
+    keys = ("status", "seconds_min", "seconds_max", *ROUND_FIELDS)
+    return {**{k: result[k] for k in keys if k in result}, "loadavg": list(os.getloadavg())}
+
+
+def _cell_spec(preset_name: str, implementation: str, resolution: int, settings: BenchSettings) -> dict[str, Any]:
+    return {"preset": preset_name, "implementation": implementation, "resolution": resolution,
+            "batch": settings.batch, "mode": settings.mode, "repeats": settings.repeats,
+            "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
+
+
+def _more_rounds(cells: list[dict[str, Any]], settings: BenchSettings, progress: Any) -> None:
+    """Rounds 2.. of the cells measured in the first, in its order (per grid and model, the opformer cell and its
+    peer's back to back) but with the peer first in every other round, so that a drift of the load favours neither."""
+    for number in range(2, settings.rounds + 1):
+        for resolution in sorted(settings.resolutions):
+            for preset_name in settings.models:
+                pair = [c for c in cells if c["model"] == preset_name and c["resolution"] == resolution
+                        and c["status"] == "ok"]
+                for cell in pair[::-1] if number % 2 == 0 else pair:
+                    spec = _cell_spec(preset_name, cell["implementation"], resolution, settings)
+                    result = _round_summary(run_child(spec, settings))
+                    cell["rounds"].append(result)
+                    progress(f"round {number}/{settings.rounds}: {cell['model']} [{cell['implementation']}] "
+                             f"n={resolution}: " + (f"{result['seconds_median']:.4g} s/step" if result["status"] == "ok"
+                                                    else result["status"]))
 
 
 def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
@@ -221,13 +288,10 @@ def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
     settings.validate()
     load_before = list(os.getloadavg())  # the machine's load beside the timings (1, 5, 15 minutes)
     peak = matmul_peak(settings.threads, device=settings.device)
-    cells: list[dict[str, Any]] = []
-    for preset_name, implementation in plan_rows(settings):
-        row: list[dict[str, Any]] = []
-        for resolution in sorted(settings.resolutions):
-            spec = {"preset": preset_name, "implementation": implementation, "resolution": resolution,
-                    "batch": settings.batch, "mode": settings.mode, "repeats": settings.repeats,
-                    "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {row: [] for row in plan_rows(settings)}
+    for resolution in sorted(settings.resolutions):  # a model's cell and its peer's at one grid back to back
+        for (preset_name, implementation), row in rows.items():
+            spec = _cell_spec(preset_name, implementation, resolution, settings)
             unavailable = next((c["status"] for c in row if c["status"].startswith("peer unavailable")), None)
             skip = unavailable or predict_skip(row, preset_name, resolution, settings)
             result = {"status": skip} if skip else run_child(spec, settings)
@@ -235,9 +299,15 @@ def run_bench(settings: BenchSettings, progress: Any = print) -> dict[str, Any]:
                     "batch": settings.batch, "mode": settings.mode, **result}
             if cell["status"] == "ok":
                 cell["peak_fraction"] = cell["flop_rate"] / peak
+                cell["rounds"] = [_round_summary(result)]
             row.append(cell)
             progress(format_cell(cell))
-        cells.extend(row)
+    cells = [cell for row in rows.values() for cell in row]
+    _more_rounds(cells, settings, progress)
+    for cell in cells:
+        combine_rounds(cell)
+        if cell["status"] == "ok":
+            cell["peak_fraction"] = cell["flop_rate"] / peak
     add_ratios(cells)
     slopes = {}
     for preset_name, implementation in plan_rows(settings):

@@ -32,6 +32,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     models = parse_names(args.models or "gt_burgers,ft_burgers,st_burgers,lt_burgers,fno1d_burgers")
     settings = BenchSettings(models=models, resolutions=resolutions, batch=args.batch,
                              mode=args.mode, repeats=args.repeats, warmup=args.warmup, peers=args.peers,
+                             rounds=args.rounds,
                              device=str(resolve_device(args.device)))
     if args.threads is not None:
         settings.threads = args.threads
@@ -83,6 +84,10 @@ def add_parsers(add: AddCommand) -> None:
                    help="GiB per cell; larger cells are skipped or stopped (default 75%% of the RAM)")
     p.add_argument("--peers", action="store_true",
                    help="also run the published implementations (pip install 'opformer[peers]')")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every cell this many times, each in a fresh process, an opformer cell and its peer's "
+                        "back to back in alternating order; times are the medians over the rounds and the time ratio "
+                        "the median of the per-round ratios (default 1)")
     p.add_argument("--solver", default=None, metavar="PDE",
                    help="time the built-in solver of burgers, darcy, navier-stokes or kolmogorov per sample against "
                         "its surrogates' batched inference (docs/bench.md)")
