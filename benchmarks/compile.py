@@ -4,9 +4,11 @@
 Run from the repository root: ``OMP_NUM_THREADS=2 .venv/bin/python benchmarks/compile.py``. Each cell is the
 training step of ``opformer bench`` (:func:`opformer.bench.cell.make_step`: forward, MSE loss, backward, the
 trainer's Adam) on a fixed random input, once with the eager model and once with ``torch.compile(model)``
-(default inductor backend, which builds C++ kernels); the first compiled step (the compilation) is timed
-alone, then ``--warmup`` steps, then the median of ``--repeats`` steps. Inductor's on-disk caches live in a
-fresh temporary folder, so the compile time is a cold one. Writes benchmarks/results/compile.json and .md.
+(default inductor backend, which builds C++ kernels; ``--compile-mode`` passes a mode such as
+``max-autotune-no-cudagraphs``, which also tries inductor's C++ GEMM templates); the first compiled step (the
+compilation) is timed alone, then ``--warmup`` steps, then the median of ``--repeats`` steps. Inductor's on-disk
+caches live in a fresh temporary folder, so the compile time is a cold one. Writes benchmarks/results/compile.json
+and .md (``compile_<mode>.json`` and .md with a mode).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ CELLS = {"gt_burgers_512": ("gt_burgers", 512, 8), "gt_burgers_8192": ("gt_burge
          "fno2d_darcy_85": ("fno2d_darcy", 85, 8)}
 
 
-def measure(name: str, compiled: bool, warmup: int, repeats: int) -> dict[str, Any]:
+def measure(name: str, compiled: bool, warmup: int, repeats: int, mode: str | None = None) -> dict[str, Any]:
     """Time the training step of one cell, eager or compiled; a failing compile is recorded, not raised."""
     preset_name, resolution, batch = CELLS[name]
     torch.manual_seed(0)
     model = build_model(preset(preset_name))
-    forward = torch.compile(model) if compiled else model
+    forward = torch.compile(model, mode=mode) if compiled else model
     x = torch.randn(input_shape(model, batch, resolution))
     with torch.no_grad():
         target = torch.randn_like(model(x))
@@ -68,7 +70,8 @@ def measure(name: str, compiled: bool, warmup: int, repeats: int) -> dict[str, A
 
 def markdown(result: dict[str, Any]) -> str:
     """The results table."""
-    lines = ["# Compiled (torch.compile, inductor) versus eager training steps on this CPU", "",
+    mode = result.get("compile_mode") or "default"
+    lines = [f"# Compiled (torch.compile, inductor, mode {mode}) versus eager training steps on this CPU", "",
              f"{describe_machine(result['machine'])}; command `{result['command']}`; {result['threads']} threads; "
              f"{describe_load(result)}.", "",
              f"Training step of `opformer bench` (forward, MSE, backward, Adam) on a fixed input; median of "
@@ -95,15 +98,18 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="steps after the first, not timed")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps")
     parser.add_argument("--cells", default=",".join(CELLS), help="comma-separated subset of " + ", ".join(CELLS))
+    parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    cells = {name: [measure(name, compiled, args.warmup, args.repeats) for compiled in (False, True)]
+    cells = {name: [measure(name, compiled, args.warmup, args.repeats, args.compile_mode) for compiled in (False, True)]
              for name in args.cells.split(",")}
     note = (f"The machine has {os.cpu_count()} cores shared with other jobs (see the load averages). "
             "compiled / eager < 1 means the compiled step is faster.")
-    write_results(args.results, "compile", {"threads": args.threads, "warmup": args.warmup, "repeats": args.repeats,
-                                            "cells": cells, "note": note}, markdown, load_before)
+    name = "compile" if args.compile_mode is None else f"compile_{args.compile_mode}"
+    write_results(args.results, name, {"threads": args.threads, "warmup": args.warmup, "repeats": args.repeats,
+                                       "compile_mode": args.compile_mode, "cells": cells, "note": note},
+                  markdown, load_before)
 
 
 if __name__ == "__main__":
