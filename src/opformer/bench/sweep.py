@@ -249,7 +249,8 @@ def combine_rounds(cell: dict[str, Any]) -> None:
             cell[key] = statistics.median(values)
     medians = [r["seconds_median"] for r in rounds]
     cell["seconds_q1"], _, cell["seconds_q3"] = statistics.quantiles(medians, n=4, method="inclusive")
-    cell["seconds_min"], cell["seconds_max"] = min(r["seconds_min"] for r in rounds), max(r["seconds_max"] for r in rounds)
+    cell["seconds_min"] = min(r["seconds_min"] for r in rounds)
+    cell["seconds_max"] = max(r["seconds_max"] for r in rounds)
     cell["samples_per_second"] = cell["batch"] / cell["seconds_median"]
     cell["flop_rate"] = cell["flops_per_step"] / cell["seconds_median"]
 
@@ -261,6 +262,7 @@ def _round_summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cell_spec(preset_name: str, implementation: str, resolution: int, settings: BenchSettings) -> dict[str, Any]:
+    """The JSON spec of one cell for :mod:`opformer.bench.cell`."""
     return {"preset": preset_name, "implementation": implementation, "resolution": resolution,
             "batch": settings.batch, "mode": settings.mode, "repeats": settings.repeats,
             "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
