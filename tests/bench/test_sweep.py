@@ -182,3 +182,29 @@ def test_rounds_alternate_the_pair_and_report_medians_of_the_rounds(monkeypatch)
     assert "measured in 3 rounds" in text
     row = next(line for line in text.splitlines() if line.startswith("| gt_burgers | opformer"))
     assert row.endswith(" | 0.75 (0.50-0.75) [0.25] |")
+
+
+def test_a_failed_round_is_left_out_of_the_medians_and_ratios(monkeypatch):
+    from opformer.bench import sweep
+
+    calls = []
+
+    def fake_child(spec, settings):
+        calls.append(spec["implementation"])
+        if spec["implementation"] != "opformer" and calls.count(spec["implementation"]) == 2:
+            return {"status": "skipped: time budget (stopped after 300 s)"}
+        t = 0.1 * len(calls)
+        return {"status": "ok", "seconds_median": t, "seconds_q1": t, "seconds_q3": t, "seconds_min": t,
+                "seconds_max": t, "cpu_seconds_median": t, "samples_per_second": 1 / t, "peak_memory_bytes": 2**30,
+                "memory_kind": "peak RSS", "peak_tensor_bytes": 2**29, "flops_per_step": 1e9, "flop_rate": 1e9 / t,
+                "product_share": None, "product_seconds": None, "parameters": 1}
+
+    monkeypatch.setattr(sweep, "run_child", fake_child)
+    monkeypatch.setattr(sweep, "matmul_peak", lambda threads, device: 1e11)
+    settings = BenchSettings(models=["gt_burgers"], resolutions=[16], batch=1, peers=True, rounds=3)
+    own, peer = sweep.run_bench(settings, progress=lambda line: None)["cells"]
+    # calls: 1 own 0.1, 2 peer 0.2, 3 peer (failed), 4 own 0.4, 5 own 0.5, 6 peer 0.6
+    assert [r["status"] for r in peer["rounds"]] == ["ok", "skipped: time budget (stopped after 300 s)", "ok"]
+    assert peer["seconds_median"] == pytest.approx(0.4) and own["seconds_median"] == pytest.approx(0.4)
+    assert own["ratio_rounds"] == pytest.approx([0.5, 0.5 / 0.6])
+    assert "floor_ratio_to_peer" not in own  # no products timed (as on CUDA)
