@@ -43,6 +43,8 @@ class DataConfig:
     mixture: list[MixtureMember] = field(default_factory=list)
     sampling: Sampling = "weight"  # mixture: member probability by weight, or weight x training windows
     windows_per_epoch: PositiveInt | None = None  # mixture: windows drawn per epoch (None: its training trajectories)
+    device_memory_gb: PositiveFloat | None = None  # CUDA: a training split up to this size lives on the device
+                                                   # (None: a quarter of the device's memory); larger ones stream
 
     def __post_init__(self) -> None:
         """How the mixture keys combine with the others."""
@@ -108,6 +110,9 @@ class TrainConfig:
     retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.runtime)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # training steps under autocast (opformer.runtime.autocast)
     compile: bool = False  # the training forward under torch.compile (validation stays eager)
+    cuda_graphs: bool = False  # each training step replayed as a captured CUDA graph (CUDA only; opformer.train.step)
+    matmul_precision: Literal["highest", "high"] = "highest"  # high: TF32 products on CUDA
+    log_every: PositiveInt = 50  # steps between the loop's reads of the loss from the device (and at epoch end)
 
 
 @dataclass

@@ -56,6 +56,20 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
+#: ``train.matmul_precision`` -> PyTorch's float32 matrix-product precision: ``highest`` computes in float32,
+#: ``high`` lets CUDA use TF32 tensor cores (a 10-bit mantissa for the products' inputs, float32 sums)
+MATMUL_PRECISIONS = ("highest", "high")
+
+
+def set_matmul_precision(precision: str) -> None:
+    """Set float32 matrix products (and cuDNN convolutions) to ``highest`` (full float32) or ``high`` (TF32 on
+    CUDA; no change on the CPU). Stated explicitly, so ``torch.compile`` has no TF32 advice to give."""
+    if precision not in MATMUL_PRECISIONS:
+        raise ConfigError(f"matmul precision {precision!r}: expected one of {', '.join(MATMUL_PRECISIONS)}")
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.allow_tf32 = precision == "high"
+
+
 def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """Loss scaling for ``fp16`` (whose small gradients underflow); a no-op scaler otherwise."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16")

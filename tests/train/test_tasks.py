@@ -43,7 +43,7 @@ def test_operator_task_sizes_spec_and_validation_metric(darcy_file, darcy_config
     spec = task.spec_data()
     assert spec["stored_shape"] == [17, 17] and spec["target_shape"] == [5, 5]  # the coarse inverse target
     assert (spec["input_channels"], spec["target_channels"]) == (["u"], ["a"])
-    x, y, dy = next(iter(task.batches(0, torch.Generator().manual_seed(0))))
+    x, y, dy = task.fetch(task.plan(0, torch.Generator().manual_seed(0))[0])
     assert x.shape == (3, 9, 9, 1) and y.shape == (3, 5, 5, 1)
     # the point-wise normalisers see the stored grid, not the training one
     inputs, targets = task.normalizer_data()
@@ -61,7 +61,7 @@ def test_trajectory_task_counts_windows_and_rolls_out_the_validation_frames(heat
     assert every.steps_per_epoch() == 12 and random.steps_per_epoch() == 2
     assert unrolled.span == 4 and unrolled.steps_per_epoch() == 9  # 6 starts each: ceil(36 / 4)
     assert every.eval_frames == 9 and every.spec_data()["t_in"] == 3 and every.spec_data()["t_out"] == 2
-    context, future = next(iter(every.batches(0, torch.Generator().manual_seed(0))))
+    context, future = every.fetch(every.plan(0, torch.Generator().manual_seed(0))[0])
     assert context.shape == (4, 16, 16, 3, 1) and future.shape == (4, 16, 16, 2, 1)
 
 

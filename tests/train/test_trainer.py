@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 import yaml
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
@@ -80,7 +81,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, toy_file, t
     train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
     before = (run / "last.pt").read_bytes()
     trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=3)), run)
-    trainer.task.loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("nan")).mean()
+    trainer.task.drawn_loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("nan")).mean()
     with pytest.raises(TrainingDiverged, match=r"loss is nan at epoch 1, step 1; training stopped \(last good "):
         trainer.fit()
     assert (run / "last.pt").read_bytes() == before
@@ -96,7 +97,7 @@ def test_resume_refuses_a_checkpoint_of_another_model(tmp_path, toy_file, tiny_c
 
 def test_a_diverged_first_epoch_names_no_checkpoint(tmp_path, toy_file, tiny_config):
     trainer = Trainer(config_from_dict(tiny_config(toy_file, epochs=1)), tmp_path / "run")
-    trainer.task.loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("inf")).mean()
+    trainer.task.drawn_loss = lambda surrogate, batch, *_: (surrogate(batch[0]) * float("inf")).mean()
     with pytest.raises(TrainingDiverged, match=r"\(no checkpoint was written yet\)"):
         trainer.fit()
 
@@ -152,3 +153,62 @@ def test_model_must_fit_the_data(toy_file, tiny_config, tmp_path):
         Trainer(config_from_dict(tiny_config(toy_file, in_channels=2)), tmp_path / "a")
     with pytest.raises(ConfigError, match=r"model\.length: is 2\.0 but the domain of .*toy\.h5 has length 1\.0"):
         Trainer(config_from_dict(tiny_config(toy_file, length=2.0)), tmp_path / "b")
+
+
+class _ScalarReads(TorchDispatchMode):
+    """Counts the operations that bring one tensor value to the host (``item``, ``float``, ``bool``, ``int``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_loop_reads_device_values_only_at_its_log_points(tmp_path, toy_file, tiny_config, monkeypatch):
+    """4 steps an epoch, a read every 3: after step 3 and at the epoch's end, in one transfer each; no step
+    converts a tensor to a Python number (which is a host sync on CUDA)."""
+    raw = tiny_config(toy_file, epochs=2)
+    raw["train"]["log_every"] = 3
+    trainer = Trainer(config_from_dict(raw), tmp_path / "run")
+    reads, scalars = [], []
+    read = trainer._read_losses
+    monkeypatch.setattr(trainer, "_read_losses", lambda epoch: reads.append(epoch) or read(epoch))
+    epoch_of = trainer._train_epoch
+
+    def counted(epoch, progress):
+        with _ScalarReads() as mode:
+            value = epoch_of(epoch, progress)
+        scalars.append(mode.count)
+        return value
+
+    monkeypatch.setattr(trainer, "_train_epoch", counted)
+    trainer.fit()
+    assert reads == [0, 0, 1, 1] and trainer.device_reads == 4 and scalars == [0, 0]
+
+
+def test_a_divergence_between_reads_names_its_first_step(tmp_path, toy_file, tiny_config):
+    """A NaN at step 2 of 4 (reads after step 3 and 4) is reported as step 2 at the read after step 3."""
+    raw = tiny_config(toy_file, epochs=1)
+    raw["train"]["log_every"] = 3
+    trainer = Trainer(config_from_dict(raw), tmp_path / "run")
+    calls = []
+
+    def loss(surrogate, batch, *_):
+        calls.append(1)
+        scale = float("nan") if len(calls) >= 2 else 1.0
+        return (surrogate(batch[0]) * scale).pow(2).mean()
+
+    trainer.task.drawn_loss = loss
+    with pytest.raises(TrainingDiverged, match=r"loss is nan at epoch 1, step 2; training stopped \(no checkpoint"):
+        trainer.fit()
+    assert len(calls) == 3 and not (tmp_path / "run" / "last.pt").exists()
+
+
+def test_cuda_graphs_on_the_cpu_is_a_one_line_error(tmp_path, toy_file, tiny_config):
+    raw = tiny_config(toy_file, epochs=1)
+    raw["train"].update(device="cpu", cuda_graphs=True)
+    with pytest.raises(ConfigError, match=r"^train.cuda_graphs: CUDA only \(this run is on cpu\)$"):
+        Trainer(config_from_dict(raw), tmp_path / "run")

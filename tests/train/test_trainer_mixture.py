@@ -12,6 +12,7 @@ from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_checkpoint
+from opformer.train.distributed import Part
 from opformer.train.tasks import MixtureTask, make_task, member_columns
 from opformer.train.trainer import Trainer, train
 
@@ -30,11 +31,12 @@ def test_mixture_task_sizes_spec_loss_and_per_member_validation(toy_mixture, mix
     torch.manual_seed(0)
     surrogate = Surrogate({"model": config_from_dict(mixture_config(toy_mixture)).model, "normalize_input": "none",
                            "normalize_target": "none", "data": spec})
-    batches = list(task.batches(0, torch.Generator().manual_seed(0)))
+    batches = [task.fetch(index) for index in task.plan(0, torch.Generator().manual_seed(0))]
     assert [len(b[0]) for b in batches] == [4, 4, 2] and batches[0][0].shape == (4, 16, 16, 3, 2)
     # the loss counts the real channels only, and padded channels get no noise
     context, future, mask, _ = batches[0]
-    loss = task.loss(surrogate, batches[0], 0, torch.Generator().manual_seed(1), torch.device("cpu"))
+    draws = task.draw(Part(0, 4, 4), 0, torch.Generator().manual_seed(1))
+    loss = task.drawn_loss(surrogate, batches[0], 0, draws)
     noised = context + 0.2 * context.pow(2).mean(dim=(1, 2, 3), keepdim=True).sqrt() * torch.randn(
         context.shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -27,8 +27,10 @@ from opformer.bench.memory import TensorMemoryTracker
 from opformer.bench.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.config import OptimConfig
 from opformer.models.registry import build_model, preset
-from opformer.runtime import release_freed_memory, retain_freed_memory
+from opformer.runtime import autocast, grad_scaler, release_freed_memory, retain_freed_memory, set_matmul_precision
 from opformer.train.optim import build_optimizer
+from opformer.train.step import WARMUP_STEPS, TrainStep
+from opformer.train.strategies import StepDraws
 
 
 def input_shape(model: nn.Module, batch: int, resolution: int) -> tuple[int, ...]:
@@ -63,31 +65,44 @@ def _peak_memory(device: torch.device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale), "peak RSS"
 
 
-def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool
-              ) -> tuple[Callable[[], None], torch.optim.Optimizer | None]:
+def make_step(peer: Peer, x: Tensor, target: Tensor, mode: str, own: bool, precision: str = "fp32",
+              cuda_graphs: bool = False) -> tuple[Callable[[], None], torch.optim.Optimizer | None]:
     """One forward (inference) or training (forward + backward + Adam) step on fixed inputs, and its optimizer.
 
-    An opformer model (``own``) is trained with the trainer's Adam (:func:`opformer.train.optim.build_optimizer`,
-    the fused update); a peer with ``torch.optim.Adam`` as its authors' scripts build it.
+    An opformer model (``own``) is trained by the trainer's step (:class:`opformer.train.step.TrainStep`: the
+    trainer's Adam, ``precision`` and, on CUDA, ``cuda_graphs``); a peer with ``torch.optim.Adam`` as its
+    authors' scripts build it, under the same autocast ``precision``.
     """
     model = peer.model
+    device = x.device
     if mode == "forward":
         model.eval()
 
         def forward_step() -> None:
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(precision, device):
                 peer.forward(x)
 
         return forward_step, None
     model.train()
-    optimizer = (build_optimizer(model.parameters(), OptimConfig(name="adam", lr=1e-4)) if own else
-                 torch.optim.Adam(model.parameters(), lr=1e-4))
+    if own:
+        optimizer = build_optimizer(model.parameters(), OptimConfig(name="adam", lr=1e-4))
+        runner = TrainStep(list(model.parameters()), optimizer, grad_scaler(precision, device), precision, None,
+                           device, graphs=cuda_graphs, batch_size=x.shape[0], name=model.__class__.__name__)
+
+        def loss_fn(batch: tuple[Tensor, ...], draws: StepDraws) -> Tensor:
+            return (peer.forward(batch[0]) - batch[1]).float().square().mean()
+
+        return lambda: runner(loss_fn, (x, target), StepDraws()), optimizer
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    scaler = grad_scaler(precision, device)
 
     def train_step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = (peer.forward(x) - target).square().mean()
-        loss.backward()
-        optimizer.step()
+        with autocast(precision, device):
+            loss = (peer.forward(x) - target).float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
     return train_step, optimizer
 
@@ -106,7 +121,8 @@ def _prepared_step(peer: Peer, spec: dict[str, Any], device: torch.device
     with torch.no_grad():
         peer.model.eval()
         target = torch.randn_like(peer.forward(x))
-    step, optimizer = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER)
+    step, optimizer = make_step(peer, x, target, spec["mode"], own=spec["implementation"] == OPFORMER,
+                                precision=spec.get("precision", "fp32"), cuda_graphs=spec.get("cuda_graphs", False))
 
     def persistent() -> list[Tensor]:
         state = [] if optimizer is None else [v for s in optimizer.state.values() for v in s.values()
@@ -138,7 +154,9 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
     except PeerUnavailable as exc:
         return {"status": f"peer unavailable: {exc}"}
     step, persistent = _prepared_step(peer, spec, device)
-    for _ in range(spec["warmup"]):
+    set_matmul_precision(spec.get("matmul_precision", "highest"))
+    # with CUDA graphs the step is captured after its eager warm-up steps: never in the timed steps
+    for _ in range(max(spec["warmup"], WARMUP_STEPS + 1) if spec.get("cuda_graphs") else spec["warmup"]):
         step()
     times, cpu_times = [], []
     for _ in range(spec["repeats"]):

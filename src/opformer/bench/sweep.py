@@ -29,6 +29,7 @@ import torch
 from opformer.errors import ConfigError
 from opformer.bench.flops import matmul_peak
 from opformer.bench.peers import OPFORMER, PEER_OF_PRESET
+from opformer.train.step import check_graphs
 from opformer.models.registry import PRESETS
 
 GIB = 1024**3
@@ -59,6 +60,9 @@ class BenchSettings:
     warmup: int = 2
     threads: int = field(default_factory=torch.get_num_threads)
     device: str = "cpu"
+    precision: str = "fp32"  # autocast of the steps (fp32 | bf16 | fp16), as train.precision
+    cuda_graphs: bool = False  # opformer's training steps replayed as CUDA graphs, as train.cuda_graphs
+    matmul_precision: str = "highest"  # as train.matmul_precision
     peers: bool = False
     rounds: int = 1
     time_budget: float = 300.0
@@ -79,6 +83,10 @@ class BenchSettings:
             raise ConfigError("--warmup must be >= 0 and the budgets positive")
         if self.mode not in ("forward", "train"):
             raise ConfigError(f"--mode: expected forward or train, got {self.mode!r}")
+        if self.cuda_graphs:
+            check_graphs(torch.device(self.device), self.precision, "--cuda-graphs")
+            if self.mode != "train":
+                raise ConfigError("--cuda-graphs: captures training steps; use it with --mode train")
 
 
 def _growth(previous: list[dict[str, Any]], key: str, preset_name: str) -> tuple[float, float, int] | None:
@@ -265,7 +273,9 @@ def _cell_spec(preset_name: str, implementation: str, resolution: int, settings:
     """The JSON spec of one cell for :mod:`opformer.bench.cell`."""
     return {"preset": preset_name, "implementation": implementation, "resolution": resolution,
             "batch": settings.batch, "mode": settings.mode, "repeats": settings.repeats,
-            "warmup": settings.warmup, "threads": settings.threads, "device": settings.device}
+            "warmup": settings.warmup, "threads": settings.threads, "device": settings.device,
+            "precision": settings.precision, "cuda_graphs": settings.cuda_graphs,
+            "matmul_precision": settings.matmul_precision}
 
 
 def _more_rounds(cells: list[dict[str, Any]], settings: BenchSettings, progress: Any) -> None:

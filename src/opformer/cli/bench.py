@@ -32,8 +32,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     models = parse_names(args.models or "gt_burgers,ft_burgers,st_burgers,lt_burgers,fno1d_burgers")
     settings = BenchSettings(models=models, resolutions=resolutions, batch=args.batch,
                              mode=args.mode, repeats=args.repeats, warmup=args.warmup, peers=args.peers,
-                             rounds=args.rounds,
-                             device=str(resolve_device(args.device)))
+                             rounds=args.rounds, precision=args.precision, cuda_graphs=args.cuda_graphs,
+                             matmul_precision=args.matmul_precision, device=str(resolve_device(args.device)))
     if args.threads is not None:
         settings.threads = args.threads
     if args.time_budget is not None:
@@ -78,6 +78,12 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's default)")
     p.add_argument("--device", default="cpu", help=f"{DEVICE_HELP} (default cpu: timings are per device)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="autocast of the steps, as train.precision (default fp32)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="replay opformer's training steps as CUDA graphs, as train.cuda_graphs (CUDA only)")
+    p.add_argument("--matmul-precision", default="highest", choices=["highest", "high"],
+                   help="float32 products: highest, or high (TF32 on CUDA), as train.matmul_precision")
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds per cell; longer cells are skipped (predicted) or stopped (default 300)")
     p.add_argument("--memory-budget", type=float, default=None,

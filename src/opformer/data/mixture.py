@@ -212,17 +212,34 @@ class Mixture:
 
     def batch(self, draws: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The windows of ``draws`` (rows of :meth:`draws`), channels padded: (context, future, mask, member)."""
+        device = self.members[0].train.device
+        draws = draws.cpu()  # which rows come from which member is decided on the host: no device read
         member = draws[:, 0]
-        frames = torch.zeros(len(draws), self.span, *self.grid, self.channels)
-        offsets = torch.arange(self.span)
+        frames = torch.zeros(len(draws), self.span, *self.grid, self.channels, device=device)
+        offsets = torch.arange(self.span, device=device)
         for k, loaded in enumerate(self.members):
             rows = (member == k).nonzero().flatten()
             if len(rows):
-                picked = draws[rows]
-                frames[rows, ..., :loaded.channels] = loaded.train[picked[:, 1:2], picked[:, 2:3] + offsets]
+                picked = draws[rows].to(device, non_blocking=True)
+                frames[rows.to(device, non_blocking=True), ..., :loaded.channels] = loaded.train[picked[:, 1:2], picked[:, 2:3] + offsets]
         frames = frames_last(frames)
         t_in = self.spec.t_in
-        return frames[..., :t_in, :], frames[..., t_in:, :], self.channel_mask[member], member
+        return (frames[..., :t_in, :], frames[..., t_in:, :], self.channel_mask[member].to(device, non_blocking=True),
+                member.to(device, non_blocking=True))
+
+    def to(self, device: torch.device) -> None:
+        """Move the members' training trajectories to ``device`` (batches are then built there)."""
+        for loaded in self.members:
+            loaded.train = loaded.train.to(device)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the members' training trajectories."""
+        return sum(m.train.nbytes for m in self.members)
+
+    def plan(self, epoch: int, batch_size: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        """The epoch's draws (:meth:`draws`) split into global batches."""
+        return list(self.draws(epoch, generator).split(batch_size))
 
     def steps_per_epoch(self, batch_size: int) -> int:
         """Batches per epoch."""
@@ -231,9 +248,8 @@ class Mixture:
     def batches(self, epoch: int, batch_size: int, generator: torch.Generator | None = None
                 ) -> Iterator[tuple[torch.Tensor, ...]]:
         """The epoch's global batches of windows (see :meth:`draws` for the generator)."""
-        draws = self.draws(epoch, generator)
-        for start in range(0, len(draws), batch_size):
-            yield self.batch(draws[start:start + batch_size])
+        for draws in self.plan(epoch, batch_size, generator):
+            yield self.batch(draws)
 
     def stored_split(self, index: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A member's ``val`` or ``test`` trajectories on its stored grid ``(sample, time, *stored, C)``, channels

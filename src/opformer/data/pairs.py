@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,13 +40,31 @@ class OperatorSplit:
     def __len__(self) -> int:
         return self.inputs.shape[0]
 
-    def batches(self, batch_size: int, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, ...]]:
-        """Mini-batches ``(x, y, dy)``; shuffled when a generator is given, in order otherwise."""
+    def plan(self, batch_size: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        """The sample indices of each mini-batch; shuffled when a generator is given, in order otherwise."""
         n = len(self)
         order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
-        for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
-            yield self.inputs[idx], self.targets[idx], self.target_grad[idx]
+        return list(order.split(batch_size))
+
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The samples ``index`` as ``(x, y, dy)``, on the split's device."""
+        index = index.to(self.inputs.device, non_blocking=True)
+        return self.inputs[index], self.targets[index], self.target_grad[index]
+
+    def to(self, device: torch.device) -> OperatorSplit:
+        """The split with its tensors on ``device``."""
+        return dataclasses.replace(self, inputs=self.inputs.to(device), targets=self.targets.to(device),
+                                   target_grad=self.target_grad.to(device))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the split's tensors."""
+        return sum(t.nbytes for t in (self.inputs, self.targets, self.target_grad))
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, ...]]:
+        """Mini-batches ``(x, y, dy)``; shuffled when a generator is given, in order otherwise."""
+        for index in self.plan(batch_size, generator):
+            yield self.fetch(index)
 
 
 def split_range(split: str, n_train: int, n_val: int, n_test: int, n_samples: int, path: os.PathLike) -> slice:

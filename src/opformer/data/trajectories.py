@@ -6,6 +6,7 @@ time before the channels, ``(batch, *spatial, time, channels)`` (docs/layout.md,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,19 +62,30 @@ class TrajectorySplit:
         return grid.reshape(-1, 2)
 
     def window(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context ``(b, *spatial, t_in, c)`` and future ``(b, *spatial, span, c)`` frames of the pairs."""
-        offsets = torch.arange(t_in + span)
+        """Context ``(b, *spatial, t_in, c)`` and future ``(b, *spatial, span, c)`` frames of the pairs, on the
+        split's device."""
+        pairs = pairs.to(self.fields.device, non_blocking=True)
+        offsets = torch.arange(t_in + span, device=pairs.device)
         frames = self.fields[pairs[:, :1], pairs[:, 1:2] + offsets]
         return frames_last(frames[:, :t_in]), frames_last(frames[:, t_in:])
+
+    def plan(self, batch_size: int, t_in: int, span: int, mode: str,
+             generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        """The (trajectory, first frame) pairs of each mini-batch; shuffled when a generator is given."""
+        pairs = self.window_starts(t_in, span, mode, generator)
+        if generator is not None:
+            pairs = pairs[torch.randperm(len(pairs), generator=generator)]
+        return list(pairs.split(batch_size))
+
+    def to(self, device: torch.device) -> TrajectorySplit:
+        """The split with its frames on ``device``."""
+        return dataclasses.replace(self, fields=self.fields.to(device))
 
     def batches(self, batch_size: int, t_in: int, span: int, mode: str,
                 generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches of windows; shuffled when a generator is given, in order otherwise."""
-        pairs = self.window_starts(t_in, span, mode, generator)
-        if generator is not None:
-            pairs = pairs[torch.randperm(len(pairs), generator=generator)]
-        for start in range(0, len(pairs), batch_size):
-            yield self.window(pairs[start:start + batch_size], t_in, span)
+        for pairs in self.plan(batch_size, t_in, span, mode, generator):
+            yield self.window(pairs, t_in, span)
 
 
 def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,

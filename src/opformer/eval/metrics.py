@@ -79,10 +79,16 @@ def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, de
     """
     noise = noise_sample(tuple(split.inputs.shape), noise_level, seed)
     inputs, targets = split.inputs[rows], split.targets[rows]
-    if inputs.shape[0] == 0:
-        return targets.new_zeros((0,))
-    preds = predict(surrogate, inputs, batch_size, device, noise=None if noise is None else noise[rows])
-    return relative_l2_per_sample(preds, targets)
+    noise = None if noise is None else noise[rows]
+    surrogate.eval()
+    errors = [targets.new_zeros((0,), device=device)]
+    with torch.no_grad():  # the errors stay on the device until all batches are done: one read at the end
+        for start in range(0, inputs.shape[0], batch_size):
+            batch = slice(start, start + batch_size)
+            pred = surrogate(inputs[batch].to(device, non_blocking=True),
+                             None if noise is None else noise[batch].to(device, non_blocking=True))
+            errors.append(relative_l2_per_sample(pred, targets[batch].to(device, non_blocking=True)))
+    return torch.cat(errors).cpu()
 
 
 def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -120,26 +126,31 @@ class RolloutErrors(NamedTuple):
 
 @torch.no_grad()
 def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, batch_size: int,
-                   device: torch.device, mask: torch.Tensor | None = None) -> RolloutErrors:
+                   device: torch.device, mask: torch.Tensor | None = None,
+                   keep_predictions: bool = True) -> RolloutErrors:
     """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, channels)`` from its first ``t_in``
     frames and measure the ``n_frames`` predicted frames (the given frames are never counted).
 
     ``mask`` ``(channels,)`` (True where real; default all) marks a mixture member's padded channels: the step's
     outputs there are zeroed before they are fed back, and no error counts them (the truth is zero there, so the
-    per-frame error is over the real channels too).
+    per-frame error is over the real channels too). The errors are computed on the device and read once at the
+    end; without ``keep_predictions`` (validation) the predicted frames never leave the device (an empty
+    ``predictions``).
     """
     keep = torch.ones(fields.shape[-1], dtype=torch.bool) if mask is None else mask.cpu()
     on_device = keep.to(device)
     masked = step if mask is None else (lambda x: step(x) * on_device)
-    preds, per_frame, l2re = [], [fields.new_zeros((0, n_frames))], [fields.new_zeros((0,))]
+    preds, per_frame = [], [fields.new_zeros((0, n_frames), device=device)]
+    l2re = [fields.new_zeros((0,), device=device)]
     for start in range(0, fields.shape[0], batch_size):  # none for no trajectories (a process's empty shard)
         chunk = fields[start:start + batch_size]
-        context = chunk[:, :t_in].movedim(1, -2).to(device)
-        pred = rollout(masked, context, n_frames).movedim(-2, 1).cpu()
-        truth = chunk[:, t_in:t_in + n_frames]
+        context = chunk[:, :t_in].movedim(1, -2).to(device, non_blocking=True)
+        pred = rollout(masked, context, n_frames).movedim(-2, 1)
+        truth = chunk[:, t_in:t_in + n_frames].to(device, non_blocking=True)
         frame_errors = relative_l2_per_sample(pred.flatten(0, 1), truth.flatten(0, 1))
         per_frame.append(frame_errors.reshape(len(chunk), n_frames))
-        l2re.append(masked_relative_l2_per_sample(pred, truth, keep.expand(len(chunk), -1)))
-        preds.append(pred)
+        l2re.append(masked_relative_l2_per_sample(pred, truth, on_device.expand(len(chunk), -1)))
+        if keep_predictions:
+            preds.append(pred.cpu())
     predictions = torch.cat(preds) if preds else fields.new_zeros((0, n_frames, *fields.shape[2:]))
-    return RolloutErrors(predictions, torch.cat(per_frame), torch.cat(l2re))
+    return RolloutErrors(predictions, torch.cat(per_frame).cpu(), torch.cat(l2re).cpu())

@@ -113,16 +113,24 @@ class Context:
         """This process's rows of ``n`` (a validation split)."""
         return rows(n, self.rank, self.world)
 
+    def share(self, size: int) -> tuple[slice, Part]:
+        """This process's contiguous rows of a global batch of ``size`` (a process without rows takes the first
+        row as a dummy part of weight 0), and where they lie in it."""
+        mine = self.rows(size)
+        if mine.start == mine.stop:
+            return slice(0, 1), Part(0, 1, size, dummy=True)
+        return mine, Part(mine.start, mine.stop, size)
+
     def shard(self, batch: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], Part]:
         """This process's contiguous rows of a global batch, and where they lie in it."""
-        size = batch[0].shape[0]
-        if self.world == 1:
-            return batch, Part(0, size, size)
-        mine = self.rows(size)
-        part = Part(mine.start, mine.stop, size)
-        if mine.start == mine.stop:
-            mine, part = slice(0, 1), Part(0, 1, size, dummy=True)
-        return tuple(t[mine] for t in batch), part
+        mine, part = self.share(batch[0].shape[0])
+        return (batch if self.world == 1 else tuple(t[mine] for t in batch)), part
+
+    def reduce_tensor(self, values: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """``values`` (on this process's device) reduced over all processes (``sum`` or ``min``), in place."""
+        if self.world > 1:
+            dist.all_reduce(values, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN}[op])
+        return values
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
         """``module`` in DistributedDataParallel (itself in a world of one)."""

@@ -48,6 +48,7 @@ class Progress:
         self.epoch = first_epoch
         self.step_count = self.samples = 0
         self.epoch_started = self.last_line = self.started
+        self.loss: float | None = None  # the epoch's mean training loss at the last read
 
     def log(self, text: str) -> None:
         """Print a line and append it, time-stamped, to ``train.log``."""
@@ -66,11 +67,19 @@ class Progress:
 
     def begin_epoch(self, epoch: int) -> None:
         """Start the step count of ``epoch`` (0-based)."""
-        self.epoch, self.step_count, self.samples = epoch, 0, 0
+        self.epoch, self.step_count, self.samples, self.loss = epoch, 0, 0, None
         self.epoch_started = time.perf_counter()
         if self.terminal:
             self.bar = tqdm(total=self.steps, desc=f"epoch {epoch + 1}/{self.epochs}", unit="step", leave=False,
                             file=self.stream)
+
+    def note_loss(self, value: float) -> None:
+        """The epoch's mean training loss so far, as read from the device at a log point."""
+        self.loss = value
+
+    def _news(self, separator: str) -> str:
+        loss = [] if self.loss is None else [f"loss {self.loss:.3e}"]
+        return separator.join([self._rate(), *loss, f"ETA {duration(self.eta())}"])
 
     def _rate(self) -> str:
         elapsed = time.perf_counter() - self.epoch_started
@@ -81,12 +90,12 @@ class Progress:
         self.step_count += 1
         self.samples += samples
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{self._rate()}, ETA {duration(self.eta())}", refresh=False)
+            self.bar.set_postfix_str(self._news(", "), refresh=False)
             self.bar.update()
         elif not self.quiet and time.perf_counter() - self.last_line >= self.interval:
             self.last_line = time.perf_counter()
-            print(f"epoch {self.epoch + 1}/{self.epochs} step {self.step_count}/{self.steps} {self._rate()} "
-                  f"ETA {duration(self.eta())}", file=self.stream, flush=True)
+            print(f"epoch {self.epoch + 1}/{self.epochs} step {self.step_count}/{self.steps} {self._news(' ')}",
+                  file=self.stream, flush=True)
 
     def end_epoch(self, record: dict[str, float]) -> None:
         """Report an epoch's metrics (a line in the log, and on the terminal above the bar)."""

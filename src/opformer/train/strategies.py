@@ -4,6 +4,8 @@ with evaluation."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 from opformer.config import RolloutConfig
@@ -12,20 +14,46 @@ from opformer.train.distributed import Part, normal
 
 
 def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None,
-                       part: Part | None = None) -> torch.Tensor:
+                       part: Part | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """``x + scale * rms(x) * N(0, 1)``, the RMS per sample and channel over grid and time.
 
     The convention of this library (documented in docs/training.md): ``scale`` is relative to the field's
     root-mean-square, so the noise level does not depend on the grid size (DPOT's ``||x||`` is a sum over
     the grid, whose per-point size grows with the number of points). With ``part`` (data-parallel training)
-    the noise is this process's rows of the draw for the whole global batch.
+    the noise is this process's rows of the draw for the whole global batch. ``noise`` is a draw made
+    beforehand (:func:`draw_windows`); without it the ``N(0, 1)`` is drawn here from ``generator``.
     """
     if scale == 0:
         return x
     dims = tuple(range(1, x.dim() - 1))
     rms = x.pow(2).mean(dim=dims, keepdim=True).sqrt()
-    noise = normal(x.shape, generator, part).to(device=x.device, dtype=x.dtype)
-    return x + scale * rms * noise
+    if noise is None:
+        noise = normal(x.shape, generator, part)
+    return x + scale * rms * noise.to(device=x.device, dtype=x.dtype)
+
+
+@dataclass
+class StepDraws:
+    """The random numbers of one training step, drawn on the CPU before the step runs (so that a step can run
+    as a captured CUDA graph, and every device sees the same numbers): the number of model ``calls`` and, per
+    call, the ``N(0, 1)`` input noise (None without noise). ``key`` says which shapes of step these draws make
+    (steps of one key run the same operations)."""
+
+    calls: int = 1
+    noise: list[torch.Tensor | None] = field(default_factory=list)
+    key: tuple[int, ...] = ()
+
+    def to(self, device: torch.device) -> StepDraws:
+        """The draws on ``device`` (copied without waiting where the source is pinned)."""
+        noise = [None if n is None else n.to(device, non_blocking=True) for n in self.noise]
+        return StepDraws(self.calls, noise, self.key)
+
+
+def draw_noise(shape: torch.Size | tuple[int, ...], scale: float, generator: torch.Generator | None,
+               part: Part | None) -> torch.Tensor | None:
+    """The ``N(0, 1)`` draw of :func:`add_relative_noise` for an input of ``shape`` (None when ``scale`` is 0,
+    which draws nothing)."""
+    return normal(shape, generator, part) if scale else None
 
 
 def rms_fraction_of_norm_scale(scale: float, points: int) -> float:
@@ -46,23 +74,26 @@ def curriculum_steps(config: RolloutConfig, epoch: int) -> int:
 
 
 def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, calls: int,
-                  generator: torch.Generator | None = None, part: Part | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None, part: Part | None = None,
+                  noise: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """Training loss of a batch of windows under the configured strategy.
 
     ``future`` holds at least ``calls * t_out`` frames. ``one_step``/``unroll``: the mean over the ``calls``
     steps of each step's relative L2 (gradients through every step); ``pushforward``: the first ``calls - 1``
-    steps run without gradient, the loss is the last step's. Input noise acts on every model input.
+    steps run without gradient, the loss is the last step's. Input noise acts on every model input (``noise``:
+    each call's draw, made beforehand; else drawn here).
     """
     t_out = config.t_out
+    noise = noise or [None] * calls
     losses = []
     for call in range(calls):
         target = future[..., call * t_out:(call + 1) * t_out, :]
         last = call == calls - 1
         if config.strategy == "pushforward" and not last:
             with torch.no_grad():
-                new = step(add_relative_noise(context, config.noise, generator, part))
+                new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
         else:
-            new = step(add_relative_noise(context, config.noise, generator, part))
+            new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
             losses.append(relative_l2_per_sample(new, target).mean())  # over grid, frames, channels
         context = advance(context, new)
     return torch.stack(losses).mean()
@@ -83,8 +114,8 @@ def pushforward_active(config: RolloutConfig, epoch: int) -> bool:
 
 
 def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig,
-                         epoch: int, generator: torch.Generator | None = None, part: Part | None = None
-                         ) -> torch.Tensor:
+                         epoch: int, generator: torch.Generator | None = None, part: Part | None = None,
+                         noise: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """FactFormer's LM protocol: the relative L2 of a call's first :func:`marched_frames` frames.
 
     Before pushforward: one call. With pushforward: ``unroll_steps`` calls, each fed the previous one's
@@ -93,15 +124,16 @@ def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor
     """
     t_out, frames = config.t_out, marched_frames(config, epoch)
     calls = config.unroll_steps if pushforward_active(config, epoch) else 1
+    noise = noise or [None] * calls
     losses = []
     for call in range(calls):
         target = future[..., call * t_out:call * t_out + frames, :]
         if call in (0, calls - 1):
-            new = step(add_relative_noise(context, config.noise, generator, part))
+            new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
             losses.append(relative_l2_per_sample(new[..., :frames, :], target).mean())
         else:
             with torch.no_grad():
-                new = step(add_relative_noise(context, config.noise, generator, part))
+                new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
         context = advance(context, new.detach())
     return torch.stack(losses).mean()
 
@@ -113,12 +145,32 @@ def pushforward_calls(calls: int, generator: torch.Generator | None = None) -> i
     return 1 + int(torch.randint(calls, (1,), generator=generator))
 
 
+def draw_windows(config: RolloutConfig, epoch: int, shape: torch.Size | tuple[int, ...],
+                 generator: torch.Generator | None = None, part: Part | None = None) -> StepDraws:
+    """The random numbers of a batch of windows whose context has ``shape``, in the order the strategy uses
+    them: pushforward's number of calls, then each call's input noise."""
+    if config.strategy == "latent_marching":
+        calls = config.unroll_steps if pushforward_active(config, epoch) else 1
+        key = (calls, marched_frames(config, epoch))
+    else:
+        calls = curriculum_steps(config, epoch)
+        if config.strategy == "pushforward":
+            calls = pushforward_calls(calls, generator)
+        key = (calls,)
+    return StepDraws(calls, [draw_noise(shape, config.noise, generator, part) for _ in range(calls)], key)
+
+
+def drawn_window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
+                      draws: StepDraws) -> torch.Tensor:
+    """The training loss of a batch of windows at ``epoch`` with the step's random numbers drawn beforehand."""
+    if config.strategy == "latent_marching":
+        return latent_marching_loss(step, context, future, config, epoch, noise=draws.noise)
+    return strategy_loss(step, context, future, config, draws.calls, noise=draws.noise)
+
+
 def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
                 generator: torch.Generator | None = None, part: Part | None = None) -> torch.Tensor:
-    """The training loss of a batch of windows at ``epoch`` under the configured strategy."""
-    if config.strategy == "latent_marching":
-        return latent_marching_loss(step, context, future, config, epoch, generator, part)
-    calls = curriculum_steps(config, epoch)
-    if config.strategy == "pushforward":
-        calls = pushforward_calls(calls, generator)
-    return strategy_loss(step, context, future, config, calls, generator, part)
+    """The training loss of a batch of windows at ``epoch`` under the configured strategy (its random numbers
+    drawn from ``generator`` first, :func:`draw_windows`)."""
+    draws = draw_windows(config, epoch, context.shape, generator, part)
+    return drawn_window_loss(step, context, future, config, epoch, draws)

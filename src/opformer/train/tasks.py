@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,13 +25,20 @@ from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
-from opformer.train.distributed import Context, Part, normal
+from opformer.train.distributed import Context, Part
 from opformer.train.losses import H1RelativeLoss, relative_l2
-from opformer.train.strategies import add_relative_noise, window_loss
+from opformer.train.strategies import StepDraws, add_relative_noise, draw_noise, draw_windows, drawn_window_loss
 
 
 class Task(Protocol):
-    """The interface :class:`opformer.train.trainer.Trainer` uses."""
+    """The interface :class:`opformer.train.trainer.Trainer` uses.
+
+    A training epoch is a :meth:`plan` (the global batches' indices, drawn first from the epoch's generator);
+    :meth:`fetch` makes a batch of indices (one process's share of a global batch) into tensors; :meth:`draw`
+    makes a step's random numbers (noise, pushforward's calls) from the same generator, in the order of the
+    steps; :meth:`drawn_loss` is the step's loss on the device, with no random draw and no host read, so that
+    it can be captured as a CUDA graph.
+    """
 
     info: DatasetInfo
     input_channels: list[str]
@@ -42,9 +48,13 @@ class Task(Protocol):
     def check_fit(self, model: torch.nn.Module) -> None: ...
     def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]: ...
     def steps_per_epoch(self) -> int: ...
-    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]: ...
-    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor: ...
+    def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]: ...
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
+    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws: ...
+    def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+                   draws: StepDraws) -> torch.Tensor: ...
+    def train_nbytes(self) -> int: ...
+    def train_to(self, device: torch.device) -> None: ...
     def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float: ...
     def validation_columns(self) -> dict[str, float]: ...
 
@@ -147,18 +157,33 @@ class OperatorTask:
         """Optimiser steps per epoch."""
         return math.ceil(len(self.train) / self.config.train.batch_size)
 
-    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
-        """Shuffled mini-batches ``(x, y, dy)``."""
-        return self.train.batches(self.config.train.batch_size, generator)
+    def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]:
+        """The shuffled samples of each global mini-batch."""
+        return self.train.plan(self.config.train.batch_size, generator)
 
-    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
-        """Mean loss of a batch (``part`` of a global batch), with fresh input noise if the run has some."""
-        x, y, dy = batch
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(x, y, dy)`` of the samples ``index``."""
+        return self.train.fetch(index)
+
+    def train_nbytes(self) -> int:
+        """Bytes of the training split."""
+        return self.train.nbytes
+
+    def train_to(self, device: torch.device) -> None:
+        """Hold the training split on ``device``."""
+        self.train = self.train.to(device)
+
+    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
+        """The step's input noise (``data.input_noise`` times ``N(0, 1)``, this part's rows of the global draw)."""
         level = self.config.data.input_noise
-        noise = level * normal(x.shape, generator, part) if level else None
-        x, y, dy = x.to(device), y.to(device), dy.to(device)
-        pred = surrogate(x, None if noise is None else noise.to(device))
+        noise = draw_noise((part.size, *self.train.inputs.shape[1:]), level, generator, part)
+        return StepDraws(1, [None if noise is None else level * noise])
+
+    def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+                   draws: StepDraws) -> torch.Tensor:
+        """Mean loss of a batch on the device, with the step's input noise."""
+        x, y, dy = batch
+        pred = surrogate(x, draws.noise[0])
         if self.h1 is None:
             return relative_l2(pred, y)
         return self.h1(pred, y, dy, x[..., :1] if self.config.loss.weight_by_input else None)
@@ -222,16 +247,34 @@ class TrajectoryTask:
                                      else self.train.n_times - rollout.t_in - self.span + 1)
         return math.ceil(windows / self.config.train.batch_size)
 
-    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
-        """Shuffled mini-batches of (context, future) windows."""
+    def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]:
+        """The shuffled (trajectory, first frame) pairs of each global mini-batch."""
         rollout = self.config.rollout
-        return self.train.batches(self.config.train.batch_size, rollout.t_in, self.span, rollout.windows, generator)
+        return self.train.plan(self.config.train.batch_size, rollout.t_in, self.span, rollout.windows, generator)
 
-    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The (context, future) windows of the pairs ``index``."""
+        return self.train.window(index, self.config.rollout.t_in, self.span)
+
+    def train_nbytes(self) -> int:
+        """Bytes of the training trajectories."""
+        return self.train.fields.nbytes
+
+    def train_to(self, device: torch.device) -> None:
+        """Hold the training trajectories on ``device``."""
+        self.train = self.train.to(device)
+
+    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
+        """The strategy's random numbers for a batch (pushforward's calls, each call's input noise)."""
+        rollout = self.config.rollout
+        shape = (part.size, *self.train.fields.shape[2:-1], rollout.t_in, self.train.fields.shape[-1])
+        return draw_windows(rollout, epoch, shape, generator, part)
+
+    def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+                   draws: StepDraws) -> torch.Tensor:
         """The strategy's loss at this epoch (the curriculum's number of calls or of marched frames)."""
-        context, future = (t.to(device) for t in batch)
-        return window_loss(surrogate, context, future, self.config.rollout, epoch, generator, part)
+        context, future = batch
+        return drawn_window_loss(surrogate, context, future, self.config.rollout, epoch, draws)
 
     def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float:
         """Trajectory-averaged relative L2 of rollouts of the validation trajectories (each process's shard
@@ -242,7 +285,7 @@ class TrajectoryTask:
         errors = torch.zeros(0)
         if len(fields):
             errors = rollout_errors(surrogate, fields, self.config.rollout.t_in, self.eval_frames,
-                                    self.config.train.eval_batch_size, device).per_frame
+                                    self.config.train.eval_batch_size, device, keep_predictions=False).per_frame
         return context.mean(errors)
 
     def validation_columns(self) -> dict[str, float]:
@@ -315,15 +358,32 @@ class MixtureTask:
         """Optimiser steps per epoch."""
         return self.mixture.steps_per_epoch(self.config.train.batch_size)
 
-    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
-        """The epoch's global batches (context, future, mask, member), drawn from ``generator``."""
-        return self.mixture.batches(epoch, self.config.train.batch_size, generator)
+    def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]:
+        """The epoch's global batches of (member, trajectory, first frame) draws from ``generator``."""
+        return self.mixture.plan(epoch, self.config.train.batch_size, generator)
 
-    def loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
-             generator: torch.Generator, device: torch.device, part: Part | None = None) -> torch.Tensor:
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(context, future, mask, member) of the draws ``index``."""
+        return self.mixture.batch(index)
+
+    def train_nbytes(self) -> int:
+        """Bytes of the members' training trajectories."""
+        return self.mixture.nbytes
+
+    def train_to(self, device: torch.device) -> None:
+        """Hold the members' training trajectories on ``device``."""
+        self.mixture.to(device)
+
+    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
+        """The input noise of the one call on the context."""
+        shape = (part.size, *self.mixture.grid, self.config.rollout.t_in, self.mixture.channels)
+        return StepDraws(1, [draw_noise(shape, self.config.rollout.noise, generator, part)])
+
+    def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+                   draws: StepDraws) -> torch.Tensor:
         """Masked relative L2 of one call on the noised context (padded channels have no RMS, so no noise)."""
-        context, future, mask = (t.to(device) for t in batch[:3])
-        pred = surrogate(add_relative_noise(context, self.config.rollout.noise, generator, part))
+        context, future, mask = batch[:3]
+        pred = surrogate(add_relative_noise(context, self.config.rollout.noise, noise=draws.noise[0]))
         return masked_relative_l2_per_sample(pred, future, mask).mean()
 
     @torch.no_grad()
@@ -335,7 +395,8 @@ class MixtureTask:
         t_in, batch_size = self.config.rollout.t_in, self.config.train.eval_batch_size
         for member, (fields, mask), frames in zip(self.mixture.members, self.val, self.eval_frames):
             mine = fields[context.rows(len(fields))]
-            errors = rollout_errors(surrogate, mine, t_in, frames, batch_size, device, mask=mask).l2re
+            errors = rollout_errors(surrogate, mine, t_in, frames, batch_size, device, mask=mask,
+                                    keep_predictions=False).l2re
             self.member_errors[member.name] = context.mean(errors)
         return sum(self.member_errors.values()) / len(self.member_errors)
 

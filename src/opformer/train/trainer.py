@@ -19,10 +19,13 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
                            write_metrics, write_run_config, write_summary)
-from opformer.runtime import autocast, grad_scaler, release_freed_memory, retain_freed_memory
+from opformer.runtime import grad_scaler, release_freed_memory, retain_freed_memory, set_matmul_precision
 from opformer.train.distributed import Context, check_batch, session
-from opformer.train.progress import Progress
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
+from opformer.train.pipeline import Pipeline
+from opformer.train.progress import Progress
+from opformer.train.step import TrainStep, check_graphs, portable_schedule, portable_state
+from opformer.train.strategies import StepDraws
 from opformer.train.tasks import Task, make_task
 from opformer.train.transfer import initialize
 
@@ -73,13 +76,21 @@ class Trainer:
         self.surrogate.input_normalizer.fit(inputs)
         self.surrogate.target_normalizer.fit(targets)
         self.surrogate.to(self.device)
+        set_matmul_precision(config.train.matmul_precision)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
         if config.train.compile:  # the surrogate (saved, validated) stays uncompiled: no _orig_mod. in state dicts
             self.model = torch.compile(self.model, backend=COMPILE_BACKEND)
+        if config.train.cuda_graphs:
+            check_graphs(self.device, config.train.precision)
+            if self.context.world > 1:
+                raise ConfigError("train.cuda_graphs: one process only (a data-parallel step all-reduces outside "
+                                  "the graph); set it to false or train with one process")
+        self.pipeline = Pipeline(self.task, self.context, config.data.device_memory_gb)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         self.scaler = grad_scaler(config.train.precision, self.device)
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
                                          config.train.epochs * self.task.steps_per_epoch())
+        self.device_reads = 0  # reads of device values by the training loop (its log points)
         self.history: list[dict[str, float]] = []
         self.best_val = math.inf
         self.start_epoch = 0
@@ -147,7 +158,8 @@ class Trainer:
     def _save(self, name: str, epoch: int, with_state: bool) -> None:
         if not self.context.is_main:
             return
-        state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+        state = ({"optimizer": portable_state(self.optimizer.state_dict()),
+                  "scheduler": portable_schedule(self.scheduler.state_dict()),
                   "scaler": self.scaler.state_dict()} if with_state else None)
         save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
                         history=self.history, best_val=self.best_val, training_state=state)
@@ -158,32 +170,43 @@ class Trainer:
         torch.manual_seed(seed * self.context.world + self.context.rank)
         generator = torch.Generator().manual_seed(seed)
         self.surrogate.train()
-        world = self.context.world
-        total, count = 0.0, 0
-        for step, batch in enumerate(self.task.batches(epoch, generator)):
-            mine, part = self.context.shard(batch)
-            with autocast(self.config.train.precision, self.device):
-                loss = self.task.loss(self.model, mine, epoch, generator, self.device, part)
-            if world > 1:  # the mean over this part, weighted so that DDP's average over processes is the
-                loss = loss * (part.share * world)  # mean over the global batch
-            value = self.context.sum(loss.item() / world)[0] if world > 1 else loss.item()
-            if not math.isfinite(value):
-                last = self.run_dir / "last.pt"
-                kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written yet"
-                raise TrainingDiverged(f"loss is {value} at epoch {epoch + 1}, step {step + 1}; training stopped "
-                                       f"({kept}); try a lower optim.lr or train.grad_clip")
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()  # DDP has averaged the gradients over the processes on return
-            if self.config.train.grad_clip:
-                self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.surrogate.parameters(), self.config.train.grad_clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+        world, log_every = self.context.world, self.config.train.log_every
+        self.step.meter.reset()
+        count = 0
+        steps = self.task.steps_per_epoch()
+        for step, batch in enumerate(self.pipeline.epoch(epoch, generator)):
+            def loss_fn(tensors: tuple[torch.Tensor, ...], draws: StepDraws) -> torch.Tensor:
+                return self.task.drawn_loss(self.model, tensors, epoch, draws)
+
+            # the mean over this part, weighted so that DDP's average over processes is the mean over the global
+            # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them
+            weight = batch.part.share * world if world > 1 else 1.0
+            self.step(loss_fn, batch.tensors, batch.draws, weight, batch.size / world)
             self.scheduler.step()
-            total += value * batch[0].shape[0]
-            count += batch[0].shape[0]
-            progress.step(batch[0].shape[0])
+            self.step.sync_hyperparameters()
+            count += batch.size
+            progress.step(batch.size)
+            if (step + 1) % log_every == 0 or step + 1 == steps:
+                total = self._read_losses(epoch)
+                progress.note_loss(total / count)
         return total / count
+
+    def _read_losses(self, epoch: int) -> float:
+        """The loop's one read of device values (at a log point): the epoch's loss sum so far, summed over the
+        processes; a non-finite loss since the epoch began stops training with the step it first occurred at."""
+        total, first_bad, bad_value = self.step.meter.values().unbind()
+        first_bad = torch.where(first_bad < 0, torch.inf, first_bad)
+        sums = self.context.reduce_tensor(torch.stack([total, bad_value]))
+        first_bad = self.context.reduce_tensor(first_bad.reshape(1), "min")
+        self.device_reads += 1
+        total, bad_value, first_bad = torch.cat([sums, first_bad]).tolist()
+        if math.isfinite(first_bad):
+            value = bad_value / self.context.world if self.context.world > 1 else bad_value
+            last = self.run_dir / "last.pt"
+            kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written yet"
+            raise TrainingDiverged(f"loss is {value} at epoch {epoch + 1}, step {int(first_bad) + 1}; training "
+                                   f"stopped ({kept}); try a lower optim.lr or train.grad_clip")
+        return total
 
     def fit(self) -> dict[str, Any]:
         """Train for the configured epochs (from :attr:`start_epoch`); return the run summary. Only the main
@@ -204,6 +227,12 @@ class Trainer:
                      f"threads{processes}: {sessions[-1]['command'] if main else ''}")
         if self.init_note:
             progress.log(self.init_note)
+        if self.pipeline.where:
+            progress.log(self.pipeline.where + (", steps as CUDA graphs" if self.config.train.cuda_graphs else ""))
+        self.step = TrainStep(list(self.surrogate.parameters()), self.optimizer, self.scaler,
+                              self.config.train.precision, self.config.train.grad_clip, self.device,
+                              graphs=self.config.train.cuda_graphs, batch_size=self.config.train.batch_size,
+                              name=self.surrogate.model.__class__.__name__)
         writer = _tensorboard(self.run_dir) if main else None
         for epoch in range(self.start_epoch, epochs):
             if self.config.train.retain_freed_memory:
