@@ -2,13 +2,18 @@
 does capturing cost, and what does a replayed step take against the eager one (fp32, small grids, batch 4).
 
 Run on a CUDA machine from the repository root (``benchmarks/gpu.sh`` does): ``python benchmarks/cuda_graphs.py
---results DIR``. A preset whose step cannot be captured is recorded with the one-line error the trainer gives.
-Writes DIR/cuda_graphs.json and .md.
+--results DIR``. Each preset is measured in a fresh process (a failed capture leaves CUDA's random-number state
+unusable in its process); a preset whose step cannot be captured is recorded with the one-line error the trainer
+gives. Writes DIR/cuda_graphs.json and .md.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -102,17 +107,27 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    """Measure every preset (or ``--presets``) and write the results."""
+    """Measure every preset (or ``--presets``), each in a child process, and write the results."""
     parser = argument_parser(__doc__)
     parser.add_argument("--presets", default=",".join(sorted(PRESETS)), help="comma-separated presets")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this preset, print its JSON
     args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, torch.device("cuda"))), flush=True)
+        return
     load = os.getloadavg()
-    device = torch.device("cuda")
     presets = {}
     for name in args.presets.split(","):
-        presets[name] = measure(name, device)
+        try:
+            done = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+                                  timeout=120)
+            lines = done.stdout.strip().splitlines()
+            presets[name] = json.loads(lines[-1]) if done.returncode == 0 and lines else {
+                "status": f"failed (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1][:160]}"}
+        except subprocess.TimeoutExpired:
+            presets[name] = {"status": "failed: over 120 s"}
         print(name, presets[name], flush=True)
-    result = {"device": torch.cuda.get_device_name(device), "presets": presets}
+    result = {"device": torch.cuda.get_device_name(0), "presets": presets}
     write_results(args.results, "cuda_graphs", result, markdown, load, "torch")
 
 

@@ -7,12 +7,13 @@
 #   3. DPOT-Ti and DPOT-S at 128^2 (batch 8): fp32 and bf16, eager and CUDA graphs;
 #   4. then side by side: the test suite with CUDA visible, every preset's step as a CUDA graph
 #      (benchmarks/cuda_graphs.py) and the recipe again with TF32 products (train.matmul_precision: high).
-# Usage, from the repository root: bash benchmarks/gpu.sh [RESULTS_DIR]  (default: $OUT if set, else
-# benchmarks/results/gpu). The machine needs torch with CUDA, h5py, scipy, matplotlib, pyyaml, tqdm, pytest
+# Usage, from the repository root: bash benchmarks/gpu.sh [RESULTS_DIR]  (default benchmarks/results/gpu; in a
+# `device` call, where $OUT takes at most 8 files, the folder is also packed as $OUT/gpu.tgz after every step).
+# The machine needs torch with CUDA, h5py, scipy, matplotlib, pyyaml, tqdm, pytest
 # (pytest-xdist if there); wheels of what it lacks (pyamg, the peers) may lie in .whl/ (docs/bench.md says how).
 # It has no internet: the data are generated here. Every step has a timeout; results are written as it goes.
 set -u
-RESULTS=${1:-${OUT:-benchmarks/results/gpu}}
+RESULTS=${1:-benchmarks/results/gpu}
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 exec > >(tee -a "$RESULTS/log.txt") 2>&1
@@ -27,6 +28,7 @@ step() {  # step NAME TIMEOUT CMD...: run with a timeout into NAME.txt, log rc, 
   timeout "$limit" "$@" > "$RESULTS/$name.txt" 2>&1
   local rc=$?
   echo "$name rc=$rc $(($(date +%s) - start))s load $(cut -d' ' -f1-3 /proc/loadavg) :: $(grep -v '^\s*$' "$RESULTS/$name.txt" | tail -1 | cut -c1-200)" | tee -a "$RESULTS/summary.txt"
+  if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu.tgz" -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"; fi
 }
 
 if [ -d .whl ]; then

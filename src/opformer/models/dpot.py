@@ -61,8 +61,8 @@ def frame_coordinates(spatial: tuple[int, ...], frames: int, dtype: torch.dtype,
                       device: torch.device) -> Tensor:
     """``(*spatial, frames, ndim + 1)``: the coordinates ``(x, y[, z], t)``, each ``linspace(0, 1)`` with both
     ends (the authors' convention, also on periodic grids)."""
-    axes = [torch.linspace(0, 1, n, dtype=torch.float64) for n in (*spatial, frames)]
-    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).to(device=device, dtype=dtype)
+    axes = [torch.linspace(0, 1, n, dtype=torch.float64, device=device) for n in (*spatial, frames)]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).to(dtype)  # built where used: no copy
 
 
 class DPOT(nn.Module):

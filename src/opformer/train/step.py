@@ -64,36 +64,46 @@ class LossMeter:
         return torch.stack([self.total, self.first_bad.double(), self.bad_value])
 
 
-def _device_hyperparameters(optimizer: torch.optim.Optimizer, device: torch.device
-                            ) -> list[tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
-    """Make the optimiser capturable: its learning rate and betas in device tensors (which the schedule fills
-    in place), the update the capturable multi-tensor one. Returns each group's tensors."""
-    tensors = []
-    for group in optimizer.param_groups:
-        group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
-        group["betas"] = tuple(torch.tensor(float(b), dtype=torch.float32, device=device) for b in group["betas"])
-        group.update(capturable=True, fused=None, foreach=True)
-        tensors.append((group["lr"], group["betas"]))
-    return tensors
+@torch.no_grad()
+def capturable_adam_update(optimizer: torch.optim.Optimizer, hyper: list[tuple[torch.Tensor, ...]]) -> None:
+    """Adam's (or AdamW's) update of ``optimizer``'s parameters with the learning rate and betas read from device
+    tensors (``hyper``: per group ``(lr, beta1, beta2)``), so that a captured graph follows the schedule.
 
-
-def portable_state(state: dict[str, Any]) -> dict[str, Any]:
-    """An optimiser state dict with plain-float hyper-parameters and the default update flags (what a
-    checkpoint stores, so that it resumes on any device, with or without CUDA graphs)."""
-    groups = []
-    for group in state["param_groups"]:
-        group = dict(group)
-        group["lr"] = float(group["lr"])
-        group["betas"] = tuple(float(b) for b in group["betas"])
-        if group.get("capturable"):
-            group.update(capturable=False, foreach=None)
-        groups.append(group)
-    return {**state, "param_groups": groups}
-
-
-def portable_schedule(state: dict[str, Any]) -> dict[str, Any]:
-    """A schedule's state dict with plain-float learning rates (a capturable optimiser's are device tensors)."""
-    return {key: [float(v) for v in value] if key == "_last_lr" else value for key, value in state.items()}
+    PyTorch's capturable Adam takes a tensor learning rate but not (in 2.11) a tensor beta1, which OneCycle's
+    momentum cycling changes every step. The state is PyTorch's own (``step``, ``exp_avg``, ``exp_avg_sq``, the step
+    a device tensor as in its capturable mode), so checkpoints load into :class:`torch.optim.Adam` as before.
+    """
+    for group, (lr, beta1, beta2) in zip(optimizer.param_groups, hyper):
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            continue
+        grads = [p.grad for p in params]
+        for p in params:
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        steps = [optimizer.state[p]["step"] for p in params]
+        exp_avgs = [optimizer.state[p]["exp_avg"] for p in params]
+        exp_avg_sqs = [optimizer.state[p]["exp_avg_sq"] for p in params]
+        torch._foreach_add_(steps, 1)
+        decay = group["weight_decay"]
+        if decay and isinstance(optimizer, torch.optim.AdamW):
+            torch._foreach_mul_(params, 1 - lr * decay)
+        elif decay:
+            grads = torch._foreach_add(grads, params, alpha=decay)
+        torch._foreach_mul_(exp_avgs, beta1)
+        torch._foreach_add_(exp_avgs, torch._foreach_mul(grads, 1 - beta1))
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_add_(exp_avg_sqs, torch._foreach_mul(torch._foreach_mul(grads, grads), 1 - beta2))
+        step = steps[0]  # every parameter with a gradient is updated at every step
+        denominator = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_mul_(denominator, (1 - beta2 ** step).rsqrt())
+        torch._foreach_add_(denominator, group["eps"])
+        update = torch._foreach_div(exp_avgs, denominator)
+        torch._foreach_mul_(update, -lr / (1 - beta1 ** step))
+        torch._foreach_add_(params, update)
 
 
 class TrainStep:
@@ -116,24 +126,19 @@ class TrainStep:
         self.pool: Any = None
         if graphs:
             check_graphs(device, precision)
-            self.hyperparameters = _device_hyperparameters(optimizer, device)
+            self.hyperparameters = [tuple(torch.zeros((), dtype=torch.float32, device=device) for _ in range(3))
+                                    for _ in optimizer.param_groups]
+            self.sync_hyperparameters()
             self.side = torch.cuda.Stream(device)
 
     def sync_hyperparameters(self) -> None:
-        """After the schedule stepped: values it set as floats (OneCycle's beta1; the learning rate in PyTorch
-        versions that do not fill a tensor learning rate in place) are written into the device tensors that the
-        captured update reads. Nothing to do without CUDA graphs."""
+        """Write the groups' learning rate and betas (as the schedule left them) into the device tensors that the
+        captured update reads: three small fills, no host read. Nothing to do without CUDA graphs."""
         if not self.graphs:
             return
-        for group, (lr, betas) in zip(self.optimizer.param_groups, self.hyperparameters):
-            if group["lr"] is not lr:
-                lr.fill_(float(group["lr"]))
-                group["lr"] = lr
-            if group["betas"] is not betas:
-                for slot, value in zip(betas, group["betas"]):
-                    if value is not slot:
-                        slot.fill_(float(value))
-                group["betas"] = betas
+        for group, tensors in zip(self.optimizer.param_groups, self.hyperparameters):
+            for tensor, value in zip(tensors, (group["lr"], *group["betas"])):
+                tensor.fill_(float(value))
 
     def eager(self, loss_fn: LossFunction, batch: tuple[torch.Tensor, ...], draws: StepDraws, weight: float,
               samples: float) -> None:
@@ -147,8 +152,11 @@ class TrainStep:
         if self.grad_clip:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.parameters, self.grad_clip)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        if self.graphs:
+            capturable_adam_update(self.optimizer, self.hyperparameters)
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         self.meter.add(loss, samples)
 
     def __call__(self, loss_fn: LossFunction, batch: tuple[torch.Tensor, ...], draws: StepDraws,
@@ -189,6 +197,8 @@ class TrainStep:
             with torch.cuda.graph(graph, pool=self.pool):
                 self.eager(loss_fn, static_batch, static_draws, weight, samples)
         except (RuntimeError, AssertionError) as exc:
+            while exc.__context__ is not None:  # the error inside the capture, not capture_end's consequence
+                exc = exc.__context__
             first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
             raise ConfigError(f"train.cuda_graphs: the training step of {self.name} cannot be captured as a CUDA "
                               f"graph ({first}); set train.cuda_graphs: false") from None

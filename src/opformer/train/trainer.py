@@ -24,7 +24,7 @@ from opformer.train.distributed import Context, check_batch, session
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.pipeline import Pipeline
 from opformer.train.progress import Progress
-from opformer.train.step import TrainStep, check_graphs, portable_schedule, portable_state
+from opformer.train.step import TrainStep, check_graphs
 from opformer.train.strategies import StepDraws
 from opformer.train.tasks import Task, make_task
 from opformer.train.transfer import initialize
@@ -158,8 +158,7 @@ class Trainer:
     def _save(self, name: str, epoch: int, with_state: bool) -> None:
         if not self.context.is_main:
             return
-        state = ({"optimizer": portable_state(self.optimizer.state_dict()),
-                  "scheduler": portable_schedule(self.scheduler.state_dict()),
+        state = ({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                   "scaler": self.scaler.state_dict()} if with_state else None)
         save_checkpoint(self.run_dir / name, self.surrogate, run_config=config_to_dict(self.config), epoch=epoch,
                         history=self.history, best_val=self.best_val, training_state=state)
