@@ -12,7 +12,8 @@ Families:
 
 1. ``config``: bad run configs and ``--set`` values; each is exit 2 with one line naming the key or file.
 2. ``corrupt``: byte flips, zeroed ranges and truncations of a data file (train, evaluate, predict) and of the
-   checkpoints (evaluate reads best.pt, ``--resume`` last.pt), and files of the wrong kind; exit 2, one line.
+   checkpoints (evaluate reads best.pt, ``--resume`` last.pt), files of the wrong kind, and empty, 1-byte and
+   short text files given to ``convert fno-mat``; exit 2, one line.
 3. ``faults``: 14 fault families of the OS and of usage (full disk on a tiny tmpfs, read-only output on a
    read-only tmpfs, out of memory under ``ulimit -v``, devices this machine lacks, signals, Ctrl-C and
    ``kill -9`` of generation, stale temporaries, concurrent writers, ...).
@@ -499,8 +500,25 @@ def wrong_kind_cases() -> list[Case]:
     return cases
 
 
+#: Tiny files given to ``opformer convert fno-mat`` (scipy's loadmat raised MatReadError or IndexError on them):
+#: label -> (workspace file, content).
+TINY_MAT_FILES = {"empty .mat": ("corrupt/empty.mat", b""), "1-byte .mat": ("corrupt/one_byte.mat", b"M"),
+                  "short text file as .mat": ("corrupt/text.mat", b"these are not the data you are looking for\n")}
+
+
+def tiny_mat_cases() -> list[Case]:
+    """``opformer convert fno-mat`` of the tiny files of :data:`TINY_MAT_FILES`: exit 2, one line, nothing written."""
+    cases = []
+    for label, (bad, _) in TINY_MAT_FILES.items():
+        out = f"out/convert_{Path(bad).stem}.h5"
+        cases.append(Case("corrupt", f"{label}: convert fno-mat", refused(
+            ["convert", "fno-mat", bad, "--out", out], must=(bad,), protect=(bad, DATA), absent=(out,),
+            stdout_empty=True)))
+    return cases
+
+
 def write_corrupt_files(ws: Workspace) -> None:
-    """Every mutated data file of :data:`DATA_MUTATIONS`, a text file and an empty file."""
+    """Every mutated data file of :data:`DATA_MUTATIONS`, a text file and an empty file, the tiny .mat files."""
     folder = ws.path("corrupt")
     folder.mkdir()
     ws.path("out").mkdir()
@@ -513,15 +531,18 @@ def write_corrupt_files(ws: Workspace) -> None:
         (folder / f"{kind}_{where}.h5").write_bytes(bad)
     (folder / "text.h5").write_text("these are not the data you are looking for\n")
     (folder / "empty.h5").write_bytes(b"")
+    for name, content in TINY_MAT_FILES.values():
+        ws.path(name).write_bytes(content)
 
 
 def corrupt_cases() -> list[Case]:
-    """Mutated data files for train/evaluate/predict, mutated checkpoints, files of the wrong kind."""
+    """Mutated data files for train/evaluate/predict, mutated checkpoints, files of the wrong kind, tiny .mat
+    files for convert."""
     cases = [corrupt_data_case(kind, where, command) for kind, where in DATA_MUTATIONS
              for command in ("train", "evaluate", "predict")]
     cases += [corrupt_checkpoint_case(kind, where, command) for kind, where in CHECKPOINT_MUTATIONS
               for command in ("evaluate", "resume")]
-    return cases + wrong_kind_cases()
+    return cases + wrong_kind_cases() + tiny_mat_cases()
 
 
 # Family 3: faults of the OS and of usage.

@@ -240,16 +240,25 @@ def resume_after_interrupt():
 MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 HDF5 schema 1.00 ."
 
 
-def write_fno_v5(path, u, a):
-    """FNO's .mat saved as version 5: u (N, X, Y, T), a (N, X, Y), t (1, T)."""
-    scipy.io.savemat(path, {"u": u, "a": a, "t": np.arange(1, u.shape[-1] + 1, dtype=np.float64)[None]})
+def fno_variables(u, a, t="published"):
+    """FNO's ns_2d.py saves u (N, X, Y, T), a (N, X, Y) and t, its float32 record times (1, T) in the file:
+    ``t="published"`` 1..T, ``None`` no t, else the given times (kept as given, to write bad ones)."""
+    if isinstance(t, str):
+        t = np.arange(1, u.shape[-1] + 1, dtype=np.float32)[None]
+    return {"u": u, "a": a} | ({} if t is None else {"t": np.asarray(t)})
+
+
+def write_fno_v5(path, u, a, t="published"):
+    """FNO's .mat saved as version 5: u (N, X, Y, T), a (N, X, Y), t (1, T) (see :func:`fno_variables`)."""
+    scipy.io.savemat(path, fno_variables(u, a, t))
     return path
 
 
-def write_fno_v73(path, u, a):
-    """What MATLAB's save -v7.3 writes: HDF5 behind a 512-byte header, each array's axes reversed."""
+def write_fno_v73(path, u, a, t="published"):
+    """What MATLAB's save -v7.3 writes: HDF5 behind a 512-byte header, each array's axes reversed (t (1, T) as
+    (T, 1))."""
     with h5py.File(path, "w", userblock_size=512) as f:
-        for key, value in (("u", u), ("a", a)):
+        for key, value in fno_variables(u, a, t).items():
             f.create_dataset(key, data=value.transpose(tuple(range(value.ndim))[::-1]))
             f[key].attrs["MATLAB_class"] = np.bytes_("single")
     with open(path, "r+b") as f:
@@ -273,21 +282,28 @@ def write_pdebench_cfd(path, fields, t_final=1.25):
     return path
 
 
-def write_pdebench_2d(path, data, lower, upper, t_final=5.0):
-    """data (N, T, X, Y, C) as groups 0000.. each with data (T, X, Y, C) and grid/x, grid/y, grid/t."""
-    _, frames, nx, ny, _ = data.shape
+def write_pdebench_2d(path, data, lower, upper, t_final=5.0, y_first=None):
+    """data (N, T, X, Y, C) (opformer's axes) as groups 0000.. each with data and grid/x, grid/y, grid/t, the cell
+    centres of [lower, upper] (one bound, or an (x, y) pair). data is stored as the publishers' code does
+    (``y_first=None``): diffusion-reaction (C = 2) y first, (T, Y, X, C) (sim_diff_react.py reshapes to
+    (-1, Ny, Nx)), shallow water (C = 1) (T, X, Y, C) (pyclaw's q[m, i, j] at (x_i, y_j)); ``y_first`` forces
+    an order."""
+    _, frames, nx, ny, channels = data.shape
+    (x0, y0), (x1, y1) = np.broadcast_to(lower, 2), np.broadcast_to(upper, 2)
+    y_first = channels == 2 if y_first is None else y_first
     with h5py.File(path, "w") as f:
         for i, sample in enumerate(data):
             group = f.create_group(f"{i:04d}")
-            group["data"] = sample.astype(np.float32)
-            group["grid/x"], group["grid/y"] = cell_centres(lower, upper, nx), cell_centres(lower, upper, ny)
+            group["data"] = (sample.swapaxes(1, 2) if y_first else sample).astype(np.float32)
+            group["grid/x"], group["grid/y"] = cell_centres(x0, x1, nx), cell_centres(y0, y1, ny)
             group["grid/t"] = np.linspace(0, t_final, frames).astype(np.float32)
     return path
 
 
 def write_pdearena(path, fields, buoyancy, splits=("train",)):
     """As PDEArena's pdedatagen/navier_stokes.py: per split group u, vx, vy (N, T, X, Y) from fields (3, N, T, X, Y),
-    t (N, T), x (N, X) = linspace(0, 32, X), y (N, Y), buo_y (N,)."""
+    t (N, T) = linspace(18, 102, T), dt (N,) = (102 - 18) / T times a sample rate of 4 (disagreeing with t, as
+    PDEArena's does), x (N, X) = linspace(0, 32, X), y (N, Y), buo_y (N,)."""
     _, n, frames, nx, ny = fields.shape
     with h5py.File(path, "w") as f:
         for name in splits:
@@ -295,6 +311,7 @@ def write_pdearena(path, fields, buoyancy, splits=("train",)):
             for key, values in zip(("u", "vx", "vy"), fields):
                 group[key] = values
             group["t"] = np.tile(np.linspace(18, 102, frames), (n, 1))
+            group["dt"] = np.full(n, (102 - 18) / frames * 4)
             group["x"] = np.tile(np.linspace(0, 32, nx), (n, 1))
             group["y"] = np.tile(np.linspace(0, 32, ny), (n, 1))
             group["buo_y"] = np.asarray(buoyancy, dtype=np.float64)

@@ -115,3 +115,24 @@ def test_converted_pdebench_cells_coarsen_to_cell_means(tmp_path, layouts):
     coarse = load_trajectories(written, "train", n_train=2, n_val=1, n_test=1, resolution=4).fields.numpy()
     means = data[:2].reshape(2, 3, 4, 2, 4, 2, 2).mean(axis=(3, 5))  # each coarse cell: the mean of 2 x 2 cells
     np.testing.assert_allclose(coarse, means, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("content", [b"", b"M", b"these are not the data you are looking for\n"])
+def test_tiny_mat_files_are_one_line_errors(capsys, tmp_path, content):
+    (tmp_path / "tiny.mat").write_bytes(content)
+    one_line(*run(capsys, "convert", "fno-mat", tmp_path / "tiny.mat", "--out", tmp_path / "out.h5")[::2],
+             "tiny.mat: ", "MATLAB")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.mat"]
+
+
+def test_fno_times_and_dr_axes_are_the_files(tmp_path, layouts):
+    u = np.random.default_rng(0).normal(size=(2, 4, 3, 4)).astype(np.float32)
+    path = layouts.fno_v5(tmp_path / "ns.mat", u, u[..., 0], 0.25 * np.arange(1, 5, dtype=np.float32)[None])
+    written, _ = convert.convert_file("fno-mat", path, tmp_path / "ns.h5")
+    assert read_info(written).times == (0, 0.25, 0.5, 0.75, 1.0)
+    data = np.random.default_rng(1).normal(size=(2, 3, 16, 12, 2))  # X = 16, Y = 12: stored (T, 12, 16, 2)
+    path = layouts.pdebench_2d(tmp_path / "dr.h5", data, (-1, -2), (1, 2))
+    written, _ = convert.convert_file("pdebench-2d", path, tmp_path / "dr_out.h5")
+    info = read_info(written)
+    assert info.spatial_shape == (16, 12) and info.domain["lengths"] == [2.0, 4.0]
+    np.testing.assert_array_equal(read_fields(written, slice(0, 2)), data.astype(np.float32))

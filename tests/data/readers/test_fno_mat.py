@@ -58,3 +58,42 @@ def test_missing_key_and_truncated_files(tmp_path, layouts):
         path.write_bytes(data[: len(data) // 2])
         with pytest.raises(DataError, match="whole.mat: not a readable"):
             read_fno_mat(path).read(0, N)
+
+
+@pytest.mark.parametrize("content", [b"", b"M", b"these are not the data you are looking for\n",
+                                     b"MATLAB 5.0 MAT-file" + b" " * 100])
+def test_tiny_files_are_named_not_raised_by_scipy(tmp_path, content):
+    path = tmp_path / "tiny.mat"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match="tiny.mat: (empty file|not a readable MATLAB file)"):
+        read_fno_mat(path)
+
+
+@pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
+@pytest.mark.parametrize("t, times", [
+    ("published", [0, 1, 2, 3, 4, 5]),
+    (None, [0, 1, 2, 3, 4, 5]),  # no t: FNO's published 1..T
+    (0.25 * np.arange(1, T + 1)[None], [0, 0.25, 0.5, 0.75, 1, 1.25]),  # another record_steps
+    ((0.1 * np.arange(1, T + 1)).astype(np.float32), [0, 0.1, 0.2, 0.3, 0.4, 0.5])])  # float32 (T,): tidied
+def test_frame_times_come_from_t(tmp_path, layouts, version, t, times):
+    u, a = fno_arrays()
+    source = read_fno_mat(getattr(layouts, version)(tmp_path / "ns.mat", u, a, t))
+    np.testing.assert_array_equal(source.times, times)
+    assert source.pde["times"] == times
+    (fields,) = source.read(0, N)
+    np.testing.assert_array_equal(fields[:, 1:, ..., 0], u.transpose(0, 3, 1, 2))  # the frames themselves unchanged
+
+
+@pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
+@pytest.mark.parametrize("t, message", [
+    ([[1, 2, 4, 5, 6]], r"'t' is not uniform: the frames 0 \('a'\), 1, 2, 4, 5, 6 \('t'\)"),
+    ([[2, 3, 4, 5, 6]], r"'t' is not uniform"),  # a at t = 0, then a gap of two steps
+    ([[5, 4, 3, 2, 1]], r"'t' is not uniform"),
+    ([[1, 2, 3, np.nan, 5]], r"'t' is not uniform"),
+    ([[1, 2, 3, 4]], r"'t' has shape \((1, 4|4, 1)\), expected one time per frame of 'u' \(5"),
+    (np.ones((2, 5)), r"'t' has shape"),
+])
+def test_a_bad_t_is_named(tmp_path, layouts, version, t, message):
+    u, a = fno_arrays()
+    with pytest.raises(DataError, match=message):
+        read_fno_mat(getattr(layouts, version)(tmp_path / "ns.mat", u, a, np.asarray(t, dtype=np.float64)))

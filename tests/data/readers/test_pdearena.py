@@ -23,6 +23,8 @@ def test_smoke_and_velocities_land_in_their_channels(tmp_path, layouts):
     assert source.channels == (["smoke", "vx", "vy"],)
     assert source.domain == {"lengths": [32.0, 32.0], "periodic": [False, False], "grid": ["cells", "cells"]}
     np.testing.assert_allclose(source.times, np.linspace(18, 102, T))
+    with h5py.File(tmp_path / "NavierStokes2D_train_0_0.50000_3.h5", "r") as f:  # the file's dt is not t's step
+        assert not np.isclose(f["train/dt"][0], (102 - 18) / (T - 1))
     np.testing.assert_array_equal(source.per_sample["buoyancy_y"], BUOYANCY)
     assert "staggered" in source.pde["velocity"] and source.pde["split"] == "train"
 

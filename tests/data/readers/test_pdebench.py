@@ -34,7 +34,7 @@ def test_dr_and_swe_land_on_cells_of_the_right_length(tmp_path, layouts, channel
     data = random(N, T, X, Y, channels)
     source = read_pdebench_2d(layouts.pdebench_2d(tmp_path / "2d.h5", data, lower, upper))
     (out,) = source.read(0, N)
-    np.testing.assert_array_equal(out, data.astype(np.float32))  # group n's data (T, X, Y, C) is sample n
+    np.testing.assert_array_equal(out, data.astype(np.float32))  # group n's data is sample n
     (tail,) = source.read(1, N)
     np.testing.assert_array_equal(tail, out[1:])
     assert source.channels == (names,) and source.pde["name"] == name
@@ -42,6 +42,34 @@ def test_dr_and_swe_land_on_cells_of_the_right_length(tmp_path, layouts, channel
     assert source.domain["lengths"] == [upper - lower] * 2  # n cells of the coordinates' spacing
     np.testing.assert_allclose(source.pde["origin"], [lower, lower], atol=1e-6)
     np.testing.assert_allclose(source.times, np.linspace(0, 5, T), rtol=1e-6)
+
+
+@pytest.mark.parametrize("nx, ny", [(8, 6), (6, 6)])  # non-square; square with x and y lengths that differ
+@pytest.mark.parametrize("channels, stored", [(2, "(T, Y, X, C)"), (1, "(T, X, Y, C)")])  # DR, SWE
+def test_dr_is_stored_y_first_swe_x_first(tmp_path, layouts, nx, ny, channels, stored):
+    n, t, i, j, c = np.meshgrid(*(np.arange(k) for k in (N, T, nx, ny, channels)), indexing="ij")
+    data = 1000 * n + 100 * t + 10 * i + j + 0.5 * c  # every value says where it belongs
+    path = layouts.pdebench_2d(tmp_path / "2d.h5", data, (-1.0, -1.5), (1.0, 1.5))  # lengths 2 (x), 3 (y)
+    with h5py.File(path, "r") as f:  # as the publishers' code writes it
+        assert f["0001/data"].shape == ((T, ny, nx, channels) if stored == "(T, Y, X, C)" else (T, nx, ny, channels))
+    source = read_pdebench_2d(path)
+    (out,) = source.read(0, N)
+    assert out.shape == (N, T, nx, ny, channels) and source.shapes == ((T, nx, ny, channels),)
+    np.testing.assert_array_equal(out, data.astype(np.float32))  # (x, y) whatever the file's order
+    assert out[1, 2, 5, 3, channels - 1] == 1000 + 200 + 50 + 3 + 0.5 * (channels - 1)  # x = 5, y = 3
+    (tail,) = source.read(2, N)
+    np.testing.assert_array_equal(tail, out[2:])
+    assert source.domain["lengths"] == [2.0, 3.0]
+    np.testing.assert_allclose(source.pde["origin"], [-1.0, -1.5], atol=1e-6)
+    assert source.solver["file_layout"].startswith(f"data {stored}")
+
+
+@pytest.mark.parametrize("channels, y_first, axes", [(2, False, "(4, 8, 6, 2)"), (1, True, "(4, 6, 8, 1)")])
+def test_data_in_the_other_order_is_named(tmp_path, layouts, channels, y_first, axes):
+    path = layouts.pdebench_2d(tmp_path / "2d.h5", random(N, T, X, Y, channels), -1, 1, y_first=y_first)
+    with pytest.raises(DataError, match=rf"2d.h5: '/0000/grid/x' holds 8 coordinates, but the x axis of "
+                                        rf"'/0000/data' \{axes[:-1]}\) has 6 points"):
+        read_pdebench_2d(path)
 
 
 def test_cfd_faults_name_the_key(tmp_path, layouts):
@@ -68,6 +96,12 @@ def test_2d_faults_name_the_group(tmp_path, layouts):
         del f["0001/data"]
         f["0001/data"] = np.zeros((T, X, Y - 1, 2), dtype=np.float32)
     with pytest.raises(DataError, match="'/0001/data' has shape"):
+        read_pdebench_2d(path).read(0, N)
+    path = layouts.pdebench_2d(tmp_path / "2d.h5", random(N, T, X, Y, 2), -1, 1)
+    with h5py.File(path, "a") as f:
+        del f["0002/grid/y"]
+        f["0002/grid/y"] = np.linspace(-1, 1, Y + 1)
+    with pytest.raises(DataError, match="'/0002/grid/y' differs from '/0000/grid/y'"):
         read_pdebench_2d(path).read(0, N)
     with h5py.File(tmp_path / "empty.h5", "w") as f:
         f["data"] = np.zeros(3)

@@ -2,7 +2,9 @@
 
 A group per split (``train``, ``valid`` or ``test``) holds ``u`` (the smoke density), ``vx``, ``vy``, each
 ``(N, T, X, Y)`` (axes x then y, as phiflow's ``groups=("x", "y", ...)`` writes them), and per sample ``t``
-``(N, T)``, ``x`` ``(N, X)``, ``y`` ``(N, Y)``, ``buo_y`` ``(N,)``. The smoke lives at the cell centres of the
+``(N, T)``, ``x`` ``(N, X)``, ``y`` ``(N, Y)``, ``buo_y`` ``(N,)``. The frames' times are copied from ``t``
+(``linspace(tmin, tmax, T)``, a step of (tmax - tmin) / (T - 1)); the file's ``dt`` (``pde.dt * sample_rate``,
+(tmax - tmin) / T times the sample rate) disagrees with it and is not read. The smoke lives at the cell centres of the
 closed box [0, 32]^2 (stored as ``cells``); ``x`` holds ``linspace(0, 32, X)``, so the length is its span.
 ``vx`` and ``vy`` are not at the cell centres: they are phiflow's staggered face values, cropped to the
 ``X x Y`` grid (the last face of each axis and the padding dropped). Each sample's ``buo_y`` is kept in

@@ -87,7 +87,7 @@ class Reader:
 
 #: ``opformer convert FORMAT``: every layout.
 READERS = {
-    "fno-mat": Reader(read_fno_mat, "FNO's Navier-Stokes .mat (v5 or v7.3): a, u -> vorticity at t = 0..T"),
+    "fno-mat": Reader(read_fno_mat, "FNO's Navier-Stokes .mat (v5 or v7.3): a, u, t -> vorticity at 0 and t (1..T)"),
     "pdebench-cfd": Reader(read_pdebench_cfd, "PDEBench 2D CFD .hdf5: Vx, Vy, density, pressure (periodic)"),
     "pdebench-2d": Reader(read_pdebench_2d, "PDEBench 2D diffusion-reaction (u, v) or shallow-water (h) .h5, "
                           "groups 0000.. (cell centres)"),
