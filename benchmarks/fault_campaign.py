@@ -11,9 +11,11 @@ and silent corruption (a corrupt input that gives exit 0 with a result different
 Families:
 
 1. ``config``: bad run configs and ``--set`` values; each is exit 2 with one line naming the key or file.
-2. ``corrupt``: byte flips, zeroed ranges and truncations of a data file (train, evaluate, predict) and of the
-   checkpoints (evaluate reads best.pt, ``--resume`` last.pt), files of the wrong kind, and empty, 1-byte and
-   short text files given to ``convert fno-mat``; exit 2, one line.
+2. ``corrupt``: byte flips, zeroed ranges and truncations of a data file (train, evaluate, predict, verify) and of
+   the checkpoints (evaluate reads best.pt, ``--resume`` last.pt), files of the wrong kind, and empty, 1-byte and
+   short text files given to ``convert fno-mat``; exit 2, one line (naming the sample where a stored chunk is
+   damaged), or, where a command reads none of the damaged bytes of a data file (its stored checksum; a chunk of
+   samples it does not use), exit 0 with the intact file's result.
 3. ``faults``: 14 fault families of the OS and of usage (full disk on a tiny tmpfs, read-only output on a
    read-only tmpfs, out of memory under ``ulimit -v``, devices this machine lacks, signals, Ctrl-C and
    ``kill -9`` of generation, stale temporaries, concurrent writers, ...).
@@ -379,9 +381,20 @@ def data_offsets(path: Path) -> dict[str, int]:
             "test_target": last_target + 40, "end": len(data) - 64}
 
 
+def data_samples(path: Path) -> dict[str, int]:
+    """The sample whose stored chunk a mutation at ``train_input``/``test_target`` hits."""
+    with h5py.File(path, "r") as f:
+        return {"train_input": int(f["input"].id.get_chunk_info(0).chunk_offset[0]),
+                "test_target": int(f["target"].id.get_chunk_info(f["target"].id.get_num_chunks() - 1).chunk_offset[0])}
+
+
 DATA_MUTATIONS = [("flip", "checksum"), ("flip", "superblock"), ("flip", "headers"), ("flip", "train_input"),
                   ("flip", "test_target"), ("zero", "headers"), ("zero", "test_target"),
                   ("cut", "headers"), ("cut", "test_target"), ("cut", "end")]
+#: Mutations a command that does not read the damaged bytes may pass through with the intact result: the stored
+#: whole-file checksum (in the user block, which no reader reads: ``opformer verify`` checks it) and the data
+#: chunks (checked by their fletcher32 checksums when read, not on opening the file).
+UNREAD_MAY_PASS = ("checksum", "train_input", "test_target")
 
 CHECKPOINT_MUTATIONS = [("flip", "tensor data"), ("flip", "zip header"), ("flip", "zip directory"),
                         ("zero", "tensor data"), ("cut", "middle"), ("cut", "empty")]
@@ -405,34 +418,60 @@ def checkpoint_offset(path: Path, where: str) -> int:
 
 
 def corrupt_data_case(kind: str, where: str, command: str) -> Case:
-    """A data file with one mutation given to ``train``, ``evaluate`` or ``predict``."""
+    """A data file with one mutation given to ``train``, ``evaluate``, ``predict`` or ``verify``."""
     name = f"{kind}_{where}"
     bad = f"corrupt/{name}.h5"
     if command == "train":
         argv = ["train", CONFIG, "--out", f"runs/corrupt_{name}", "--set", f"data.path={bad}"]
     elif command == "evaluate":
         argv = ["evaluate", RUN, "--data", bad, "--json", f"out/{name}.eval.json"]
-    else:
+    elif command == "predict":
         argv = ["predict", RUN, "--input", bad, "--output", f"out/{name}.pred.h5"]
+    else:
+        argv = ["verify", bad]
+    may_pass = where in UNREAD_MAY_PASS and command != "verify"
 
     def run(ws: Workspace) -> dict[str, Any]:
         before = ws.hashes([bad, RUN, DATA])
         outcome = ws.cli(argv)
+        sample = data_samples(ws.path(DATA)).get(where) if kind == "flip" else None
         silent, note = False, ""
         if outcome.rc == 0:  # harmless only if the result is the intact file's
             if command == "evaluate":
                 silent = eval_results(ws.path(f"out/{name}.eval.json")) != eval_results(ws.path("baseline/eval.json"))
             elif command == "predict":
                 silent = not same_predictions(ws.path(f"out/{name}.pred.h5"), ws.path("baseline/pred.h5"))
+            elif command == "train":
+                silent = metrics(ws.path(f"runs/corrupt_{name}")) != metrics(ws.path(RUN))
             else:
-                silent = True  # every mutation here changes bytes the data's checksum covers
-            note = "exit 0 with a different result" if silent else "exit 0 with the intact file's result"
+                silent = True  # verify reads every byte the checksum covers
+            note = "exit 0 with a different result" if silent else \
+                "exit 0 with the intact file's result: the command reads none of the damaged bytes"
         message = (stderr_lines(outcome.stderr) or [""])[-1]
-        ok = outcome.rc == 2 and bad in message
-        return record(outcome, command_text(argv), f"exit 2, one line naming {bad}", ok=ok, silent=silent,
-                      changed=changed_files(before, ws.hashes([bad, RUN, DATA])), note=note)
+        named = bad in message and (sample is None or command == "verify" or f"sample {sample}" in message)
+        ok = (outcome.rc == 2 and named) or (outcome.rc == 0 and may_pass and not silent)
+        expected = f"exit 2, one line naming {bad}" + (f" (and sample {sample} if it names a chunk)" if sample is not
+                                                          None else "")
+        if may_pass:
+            expected += ", or exit 0 with the intact result if the command reads no damaged byte"
+        return record(outcome, command_text(argv), expected, ok=ok, silent=silent,
+                      changed=changed_files(before, ws.hashes([bad, RUN, DATA])), note=note,
+                      lines=1 if outcome.rc else None)
 
     return Case("corrupt", f"data {kind} at {where}: {command}", run)
+
+
+def intact_verify_case() -> Case:
+    """``opformer verify`` of the intact data files: exit 0, one ``ok`` line per file, nothing on stderr."""
+
+    def run(ws: Workspace) -> dict[str, Any]:
+        files = [DATA, "data/darcy.h5", "baseline/pred.h5"]
+        outcome = ws.cli(["verify", *files])
+        ok = outcome.rc == 0 and outcome.stdout.splitlines() == [f"{name}: ok" for name in files]
+        return record(outcome, command_text(["verify", *files]), "exit 0, one 'ok' line per file", ok=ok,
+                      lines=0)
+
+    return Case("corrupt", "intact files: verify", run)
 
 
 def corrupt_checkpoint_case(kind: str, where: str, command: str) -> Case:
@@ -539,7 +578,7 @@ def corrupt_cases() -> list[Case]:
     """Mutated data files for train/evaluate/predict, mutated checkpoints, files of the wrong kind, tiny .mat
     files for convert."""
     cases = [corrupt_data_case(kind, where, command) for kind, where in DATA_MUTATIONS
-             for command in ("train", "evaluate", "predict")]
+             for command in ("train", "evaluate", "predict", "verify")] + [intact_verify_case()]
     cases += [corrupt_checkpoint_case(kind, where, command) for kind, where in CHECKPOINT_MUTATIONS
               for command in ("evaluate", "resume")]
     return cases + wrong_kind_cases() + tiny_mat_cases()

@@ -196,18 +196,21 @@ def largest_output():
 
 @contextmanager
 def _edit_h5(path):
-    """Open a data file for editing with h5py, then drop its checksum (an edited file would read as corrupt)."""
-    from opformer.data.store import CHECKSUM_MAGIC
+    """Open a data file for editing with h5py, then drop its checksums (an edited file would read as corrupt): the
+    whole-file one in the user block and the attributes' one."""
+    from opformer.data.store import ATTRS_DIGEST, CHECKSUM_MAGIC
 
     with h5py.File(path, "a") as f:
         yield f
+        if ATTRS_DIGEST in f.attrs:
+            del f.attrs[ATTRS_DIGEST]
     with open(path, "r+b") as raw:
         raw.write(bytes(len(CHECKSUM_MAGIC)))
 
 
 @pytest.fixture
 def edit_h5():
-    """``with edit_h5(path) as f:`` edits a data file as another program would (its checksum is dropped)."""
+    """``with edit_h5(path) as f:`` edits a data file as another program would (its checksums are dropped)."""
     return _edit_h5
 
 

@@ -41,10 +41,30 @@ def test_version_and_help(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"opformer {__version__}"
-    for command in ("generate", "train", "evaluate", "plot", "predict", "quickstart"):
+    for command in ("generate", "train", "evaluate", "plot", "predict", "quickstart", "verify"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "example:\n  opformer " + command in capsys.readouterr().out
+
+
+def test_verify_checks_each_files_whole_digest(capsys, tmp_path, toy_writer, edit_h5):
+    good, other = toy_writer(tmp_path / "good.h5", samples=4, n=16), toy_writer(tmp_path / "other.h5", samples=3)
+    code, out, err = run_cli(capsys, "verify", good, other)
+    assert code == 0 and out.splitlines() == [f"{good}: ok", f"{other}: ok"] and err == ""
+    raw = bytearray(other.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # wherever it falls (data, metadata or unused space): the whole-file digest differs
+    other.write_bytes(bytes(raw))
+    edited = toy_writer(tmp_path / "edited.h5", samples=3)
+    with edit_h5(edited) as f:
+        f.attrs["seed"] = 7
+    code, out, err = run_cli(capsys, "verify", good, other, edited, tmp_path / "none.h5")
+    assert code == 2 and out.splitlines() == [f"{good}: ok"]
+    lines = err.splitlines()
+    assert len(lines) == 3 and "Traceback" not in err
+    assert lines[0] == (f"opformer verify: error: {other}: corrupt or changed since it was written (its contents do "
+                        "not match its checksum); regenerate or re-copy it")
+    assert f"{edited}: holds no opformer checksum to verify it against" in lines[1]
+    assert f"{tmp_path / 'none.h5'}: no such data file" in lines[2]
 
 
 def test_evaluate_prints_a_table_and_writes_json(capsys, trained_run, tmp_path):

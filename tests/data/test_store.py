@@ -1,3 +1,4 @@
+import pickle
 import re
 
 import h5py
@@ -5,7 +6,8 @@ import numpy as np
 import pytest
 
 from opformer.data import store
-from opformer.data.store import read_arrays, read_fields, read_info, write_operator_dataset, write_trajectory_dataset
+from opformer.data.store import (chunk_shape, open_dataset_file, read_arrays, read_block, read_fields, read_info,
+                                 verify_file, write_operator_dataset, write_trajectory_dataset)
 from opformer.errors import DataError
 
 
@@ -87,22 +89,221 @@ def test_writer_rejects_inconsistent_arrays(tmp_path, toy_writer):
     assert not (tmp_path / "x.h5").exists()
 
 
-def test_a_flipped_byte_in_a_stored_sample_is_an_error_before_hdf5_reads_it(tmp_path):
+def _pairs(path, samples=6, n=8, **kwargs):
     rng = np.random.default_rng(0)
-    path = write_operator_dataset(tmp_path / "d.h5", rng.normal(size=(6, 8, 1)), rng.normal(size=(6, 8, 1)),
-                                  pde={}, solver={}, domain={"lengths": [1.0], "periodic": [True]}, seed=0,
-                                  input_channels=["a"], target_channels=["u"])
-    traj = write_trajectory_dataset(tmp_path / "t.h5", rng.normal(size=(3, 4, 5, 5, 1)), np.arange(4.0), pde={},
-                                    solver={}, domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0,
-                                    channels=["w"])
-    for file, name, coord in ((path, "target", (3, 0, 0)), (traj, "fields", (2, 1, 0, 0, 0))):
-        with h5py.File(file, "r") as f:
-            chunk = f[name].id.get_chunk_info_by_coord(coord)
-        raw = bytearray(file.read_bytes())
-        raw[chunk.byte_offset + 2] ^= 0xFF  # one flipped byte inside the stored chunk
-        file.write_bytes(bytes(raw))
-    message = "corrupt or changed since it was written (its contents do not match its checksum)"
-    with pytest.raises(DataError, match=r"d\.h5: " + re.escape(message)):
-        read_arrays(path, slice(0, 6))
-    with pytest.raises(DataError, match=r"t\.h5: " + re.escape(message)):
+    return write_operator_dataset(path, rng.normal(size=(samples, n, 1)), rng.normal(size=(samples, n, 1)),
+                                  pde=kwargs.pop("pde", {}), solver={}, domain={"lengths": [1.0], "periodic": [True]},
+                                  seed=0, input_channels=["a"], target_channels=["u"], **kwargs)
+
+
+def _trajectories(path, samples=3, frames=4, n=5):
+    rng = np.random.default_rng(1)
+    return write_trajectory_dataset(path, rng.normal(size=(samples, frames, n, n, 1)), np.arange(float(frames)),
+                                    pde={}, solver={}, domain={"lengths": [1.0, 1.0], "periodic": [True, True]},
+                                    seed=0, channels=["w"])
+
+
+def _flip(path, offset, mask=0xFF):
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= mask
+    path.write_bytes(bytes(raw))
+
+
+def _chunk_offset(path, name, coord):
+    with h5py.File(path, "r") as f:
+        return f[name].id.get_chunk_info_by_coord(coord).byte_offset
+
+
+def _no_whole_file_hash(monkeypatch):
+    def refuse(path):
+        raise AssertionError(f"{path} was hashed whole")
+    monkeypatch.setattr(store, "_file_digest", refuse)
+
+
+def test_new_files_check_every_chunk_and_every_header(tmp_path):
+    pairs, traj = _pairs(tmp_path / "d.h5"), _trajectories(tmp_path / "t.h5")
+    for path in (pairs, traj):
+        raw = path.read_bytes()
+        assert raw.startswith(store.CHECKSUM_MAGIC) and raw[512:520] == b"\x89HDF\r\n\x1a\n"
+        assert raw[520] >= 2  # superblock v2+: HDF5 checks the checksums of its metadata (v0, the default, has none)
+        with h5py.File(path, "r") as f:
+            for name, dataset in f.items():
+                assert dataset.fletcher32 and dataset.chunks is not None, name  # /times too: no unchecked data
+            for key in f.attrs:  # fixed-length text: in the checked object header, not HDF5's unchecked global heap
+                dtype = f.attrs.get_id(key).dtype
+                assert dtype.kind != "O" and h5py.check_string_dtype(dtype) is None or \
+                    h5py.check_string_dtype(dtype).length is not None, key
+            assert store.ATTRS_DIGEST in f.attrs
+    with h5py.File(traj, "r") as f:
+        assert f["fields"].chunks == (1, 1, 5, 5, 1) and f["times"].chunks == (4,)
+    assert read_info(traj).times == (0.0, 1.0, 2.0, 3.0)
+    assert store.ATTRS_DIGEST not in read_info(pairs).extra
+
+
+def test_a_flipped_byte_in_a_chunk_names_the_sample_and_frame_when_read(tmp_path, monkeypatch):
+    pairs, traj = _pairs(tmp_path / "d.h5"), _trajectories(tmp_path / "t.h5")
+    clean_x, clean_y = read_arrays(pairs, slice(None))
+    clean_fields = read_fields(traj, slice(None))
+    _flip(pairs, _chunk_offset(pairs, "target", (3, 0, 0)) + 2)
+    _flip(traj, _chunk_offset(traj, "fields", (2, 1, 0, 0, 0)) + 2)
+    _no_whole_file_hash(monkeypatch)  # opening and reading check chunks, never the whole file
+    assert read_info(pairs).n_samples == 6 and read_info(traj).n_samples == 3
+    with pytest.raises(DataError, match=r"d\.h5: '/target' sample 3 is corrupt \(its checksum does not match\)"):
+        read_arrays(pairs, slice(0, 6))
+    with pytest.raises(DataError, match=r"t\.h5: '/fields' sample 2, frame 1 is corrupt \(its checksum does not "):
         read_fields(traj, slice(None))
+    with pytest.raises(DataError, match=r"'/fields' sample 2, frame 1 is corrupt"):
+        read_block(traj, "fields", (slice(1, 3), slice(1, 3)))
+    # what the damage does not touch reads exactly as written
+    x, y = read_arrays(pairs, slice(4, 6))
+    np.testing.assert_array_equal(y, clean_y[4:6])
+    np.testing.assert_array_equal(read_block(traj, "fields", (2, slice(2, 4))), clean_fields[2, 2:4])
+    np.testing.assert_array_equal(read_block(traj, "fields", (slice(0, 2),)), clean_fields[:2])
+    monkeypatch.undo()
+    for path in (pairs, traj):
+        with pytest.raises(DataError, match=re.escape(f"{path}: corrupt or changed since it was written (its "
+                                                      "contents do not match its checksum)")):
+            verify_file(path)
+
+
+def test_a_flipped_byte_in_the_metadata_is_one_line_naming_the_file(tmp_path):
+    pristine = _pairs(tmp_path / "d.h5").read_bytes()
+    offsets = {"superblock": 512 + 12, "object header": pristine.index(b"OHDR", 600) + 20,
+               "attribute text": pristine.index(b'"periodic": [true]') + 2,
+               "chunk index": pristine.index(b"FADB") + 20}
+    for where, offset in offsets.items():
+        path = tmp_path / f"{where.replace(' ', '_')}.h5"
+        path.write_bytes(pristine)
+        _flip(path, offset, 0x01)
+        with pytest.raises(DataError) as caught:
+            read_info(path)
+            read_arrays(path, slice(None))
+        assert str(path) in str(caught.value) and "\n" not in str(caught.value), where
+
+
+def test_a_large_attribute_outside_hdf5s_checked_metadata_is_checked_by_its_digest(tmp_path):
+    per_sample = [round(0.001 * i, 3) for i in range(20000)]  # 150 kB of JSON: HDF5 keeps it unchecked (> ~4 KiB)
+    path = _pairs(tmp_path / "d.h5", pde={"name": "toy", "per_sample": {"b": per_sample}})
+    assert read_info(path).pde["per_sample"]["b"] == per_sample
+    raw = bytearray(path.read_bytes())
+    offset = raw.index(b"12.345")
+    raw[offset] = ord("7")  # 12.345 -> 72.345: still valid JSON, a silently different value without the digest
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"d\.h5: its attributes do not match their checksum 'attrs_sha256'"):
+        read_info(path)
+
+
+def _write_legacy(path):
+    """A data file as opformer wrote it before chunk checksums: HDF5's default (earliest) format, no fletcher32,
+    variable-length text attributes, the SHA-256 in the user block."""
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w", userblock_size=store.USERBLOCK) as f:
+        for name in ("input", "target"):
+            f.create_dataset(name, data=rng.normal(size=(6, 16, 1)).astype(np.float32), chunks=(1, 16, 1))
+        attrs = {"format": "opformer", "format_version": 1, "kind": "operator", "seed": 0, "opformer_version": "0",
+                 "created": "2025-01-01T00:00:00+00:00", "pde": "{}", "solver": "{}",
+                 "domain": '{"lengths": [1.0], "periodic": [true]}', "input_channels": '["a"]',
+                 "target_channels": '["u"]'}
+        for key, value in attrs.items():
+            f.attrs[key] = value
+    with open(path, "r+b") as f:
+        f.write(store.CHECKSUM_MAGIC + store._file_digest(path).encode())
+    return path
+
+
+def test_a_file_without_chunk_checksums_is_hashed_whole_once_per_process(tmp_path, monkeypatch):
+    path = _write_legacy(tmp_path / "old.h5")
+    hashed = []
+    digest = store._file_digest
+    monkeypatch.setattr(store, "_file_digest", lambda p: hashed.append(p) or digest(p))
+    read_info(path)
+    x, y = read_arrays(path, slice(0, 6))
+    with open_dataset_file(path) as data:
+        data.read("target", (slice(2, 4),))
+    assert len(hashed) == 1 and x.shape == (6, 16, 1)
+    _flip(path, _chunk_offset(path, "target", (4, 0, 0)) + 3)  # unchecked by HDF5: the whole-file hash finds it
+    with pytest.raises(DataError, match=r"old\.h5: corrupt or changed since it was written \(its contents do not "
+                                        r"match its checksum\)"):
+        read_arrays(path, slice(0, 2))
+    assert len(hashed) == 2  # a changed file is hashed again
+
+
+def test_convert_opformer_rewrites_an_old_file_with_chunk_checksums(tmp_path, monkeypatch):
+    from opformer.data.convert import convert_file
+
+    old = _write_legacy(tmp_path / "old.h5")
+    new, count = convert_file("opformer", old, tmp_path / "new.h5")
+    assert count == 6 and verify_file(new).seed == 0
+    for name, a, b in zip(("input", "target"), read_arrays(old, slice(None)), read_arrays(new, slice(None))):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    with h5py.File(new, "r") as f:
+        assert f["target"].fletcher32
+    assert read_info(new).domain == read_info(old).domain and read_info(new).input_channels == ["a"]
+    _no_whole_file_hash(monkeypatch)
+    read_arrays(new, slice(None))
+
+
+def test_chunk_shape_keeps_frames_whole_up_to_the_limit_then_cuts_the_first_spatial_axis():
+    mib = 2**20
+    assert chunk_shape((1000, 8192, 1), 1) == (1, 8192, 1)  # an operator sample
+    assert chunk_shape((100, 50, 64, 64, 1), 2) == (1, 1, 64, 64, 1)  # a trajectory frame
+    assert chunk_shape((20, 10, 1024, 1024, 1), 2) == (1, 1, 1024, 1024, 1)  # exactly 4 MiB: whole
+    assert chunk_shape((20, 10, 1024, 1025, 1), 2) == (1, 1, 512, 1025, 1)  # just above: two equal slabs
+    frame = chunk_shape((10, 20, 128, 128, 128, 3), 2)
+    assert frame == (1, 1, 19, 128, 128, 3) and 4 * np.prod(frame) <= 4 * mib  # 24 MiB frame -> 7 slabs of 3.6 MiB
+    assert chunk_shape((2, 3, 64, 4096, 4096, 1), 2) == (1, 1, 1, 256, 4096, 1)  # a 64 MiB plane: the next axis too
+    assert chunk_shape((5, 3, 8, 100, 8, 300), 2, limit=2000) == (1, 1, 1, 1, 1, 300)  # 1200 bytes of channels
+    assert chunk_shape((5, 3, 8, 100, 8, 300), 2, limit=1000) == (1, 1, 1, 1, 1, 300)  # channels never cut
+    assert chunk_shape((7,), 0, itemsize=8) == (7,)  # /times
+    for shape, leading in (((3, 5, 300, 300, 300, 2), 2), ((4, 1000, 1000, 3), 1), ((9, 4, 33, 70, 5), 2)):
+        chunk = chunk_shape(shape, leading, limit=mib)
+        assert 4 * np.prod(chunk) <= mib and chunk[:leading] == (1,) * leading and chunk[-1] == shape[-1]
+        assert -(-shape[leading] // chunk[leading]) * chunk[leading] - shape[leading] < chunk[leading]  # no empty slab
+
+
+def test_a_3d_frame_above_the_limit_is_stored_in_slabs_and_reads_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "CHUNK_BYTES", 2 * 6 * 6 * 2 * 4)  # a chunk holds 2 rows of a (12, 6, 6, 2) frame
+    rng = np.random.default_rng(2)
+    fields = rng.normal(size=(2, 3, 12, 6, 6, 2)).astype(np.float32)
+    path = write_trajectory_dataset(tmp_path / "t3.h5", fields, np.arange(3.0), pde={}, solver={},
+                                    domain={"lengths": [1.0] * 3, "periodic": [True] * 3}, seed=0, channels=["u", "v"])
+    with h5py.File(path, "r") as f:
+        assert f["fields"].chunks == (1, 1, 2, 6, 6, 2)
+    np.testing.assert_array_equal(read_fields(path, slice(None)), fields)
+    _flip(path, _chunk_offset(path, "fields", (1, 2, 8, 0, 0, 0)) + 5)
+    with pytest.raises(DataError, match=r"'/fields' sample 1, frame 2 is corrupt"):
+        read_fields(path, slice(None))
+    np.testing.assert_array_equal(read_block(path, "fields", (1, 2, slice(0, 8))), fields[1, 2, :8])
+
+
+def test_blocks_are_written_a_piece_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "WRITE_BYTES", 3 * 5 * 5 * 4 * 4)  # three samples of (4, 5, 5, 1) per piece
+    rng = np.random.default_rng(3)
+    blocks = [rng.normal(size=(k, 4, 5, 5, 1)) for k in (4, 1, 6)]
+    np.save(tmp_path / "b.npy", blocks[2])
+    blocks[2] = np.load(tmp_path / "b.npy", mmap_mode="r")
+    written = []
+    original = store._write_blocks
+    monkeypatch.setattr(store.h5py.Dataset, "__setitem__",
+                        lambda self, key, value, setitem=h5py.Dataset.__setitem__: written.append(len(value))
+                        or setitem(self, key, value))
+    path = write_trajectory_dataset(tmp_path / "t.h5", blocks, np.arange(4.0), pde={}, solver={},
+                                    domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0, channels=["w"])
+    assert original is store._write_blocks and written[:4] == [3, 1, 1, 3] and max(written[:-1]) <= 3
+    np.testing.assert_array_equal(read_fields(path, slice(None)),
+                                  np.concatenate(blocks).astype(np.float32))
+
+
+def test_an_open_file_reads_many_times_and_reopens_in_another_process(tmp_path):
+    path = _trajectories(tmp_path / "t.h5")
+    fields = read_fields(path, slice(None))
+    with open_dataset_file(path, cache_bytes=8 * 2**20) as data:
+        assert data.file.id.get_access_plist().get_cache()[2] == 8 * 2**20
+        windows = [data.read("fields", (s, slice(t, t + 2))) for s in range(3) for t in range(3)]
+        assert data.info().n_samples == 3
+        copy = pickle.loads(pickle.dumps(data))
+    np.testing.assert_array_equal(windows[4], fields[1, 1:3])
+    np.testing.assert_array_equal(copy.read("fields", (2,)), fields[2])
+    copy.close()
+    with pytest.raises(DataError, match=r"nope\.h5: no such data file"):
+        open_dataset_file(tmp_path / "nope.h5")

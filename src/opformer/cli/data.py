@@ -1,17 +1,20 @@
-"""``opformer generate`` and ``opformer convert``: data sets made by the built-in solvers or read from published
-files."""
+"""``opformer generate``, ``opformer convert`` and ``opformer verify``: data sets made by the built-in solvers or
+read from published files, and their whole-file check."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from opformer.cli.options import AddCommand, output_path
+from opformer.errors import OpformerError
 
 EXAMPLES = {
     "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
                 "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
     "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200",
+    "verify": "opformer verify data/ns_1e-3.h5 data/burgers.h5",
 }
 
 
@@ -47,8 +50,26 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``opformer verify FILE...``: each file's whole-file SHA-256 and schema; one line per file, exit 2 if any
+    fails."""
+    from opformer.data.store import verify_file
+
+    failed = 0
+    for name in args.files:
+        try:
+            verify_file(name)
+        except OpformerError as exc:
+            print(f"opformer verify: error: {exc}", file=sys.stderr, flush=True)
+            failed += 1
+        else:
+            print(f"{name}: ok", flush=True)
+    return 2 if failed else 0
+
+
 def add_parsers(add: AddCommand) -> None:
-    """The parsers of ``generate`` and ``convert`` (their flags come from the PDE and reader registries)."""
+    """The parsers of ``generate``, ``convert`` (their flags come from the PDE and reader registries) and
+    ``verify``."""
     from opformer.pde.registry import FLAGS, PDES, dashed, flag_help
 
     p = add("generate", "Generate a data set with a built-in numerical solver.")
@@ -74,3 +95,8 @@ def add_parsers(add: AddCommand) -> None:
     for name in OPTIONS:
         p.add_argument(f"--{name}", default=None, help=option_help(name))
     p.set_defaults(func=cmd_convert)
+
+    p = add("verify", "Check data files against the SHA-256 stored when they were written (reads each whole "
+                      "file; reads by train, evaluate and predict check every chunk they read instead).")
+    p.add_argument("files", nargs="+", metavar="FILE", help="opformer HDF5 data files")
+    p.set_defaults(func=cmd_verify)

@@ -33,6 +33,9 @@ def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *,
     source = open_source(layout, src, options)
     if samples is not None and not 1 <= samples <= source.samples:
         raise ConfigError(f"--samples {samples}: expected 1 to {source.samples} (the samples in {src})")
+    if samples is not None and samples != source.samples and source.every_sample:
+        raise ConfigError(f"--samples {samples}: format {layout} takes every sample of {src} (its settings may "
+                          "hold values per sample)")
     count = source.samples if samples is None else samples
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -47,9 +50,11 @@ def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *,
         pde = {**source.pde, **{key: values[:count].tolist() for key, values in source.per_sample.items()}}
         solver = {"name": "not recorded: converted from a published file", "converted_from": Path(src).name,
                   "layout": layout, **source.solver}
-        common = {"pde": pde, "solver": solver, "domain": source.domain, "seed": UNKNOWN_SEED}
-        if source.kind == OPERATOR:
-            path = write_operator_dataset(out, arrays[0], arrays[1], input_channels=source.channels[0],
+        common = {"pde": pde, "solver": solver, "domain": source.domain, "extra": source.extra,
+                  "seed": UNKNOWN_SEED if source.seed is None else source.seed}
+        if source.kind == OPERATOR:  # an inputs-only file has one array
+            path = write_operator_dataset(out, arrays[0], arrays[1] if len(arrays) > 1 else None,
+                                          input_channels=source.channels[0],
                                           target_channels=source.channels[1], **common)
         else:
             path = write_trajectory_dataset(out, arrays[0], source.times, channels=source.channels[0], **common)

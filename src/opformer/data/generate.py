@@ -43,20 +43,21 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
         raise ConfigError(f"chunk {chunk}: expected a positive number of samples per chunk")
     chunk = chunk or entry.chunk
     parts = SampleParts(out, {"pde": pde, "samples": samples, "chunk": chunk, **settings, "seed": seed})
-    blocks = []
-    for first in range(0, samples, chunk):
+    firsts = range(0, samples, chunk)
+    for first in firsts:
         count = min(chunk, samples - first)
-        block = parts.load(first)
-        if block is None:
+        if not parts.exists(first):
             block, meta = entry.generator(count, first=first, seed=seed, progress=progress, **settings)
             parts.save(first, block, meta)
+            del block
         elif progress is not None:
             progress(count)
-        blocks.append(block)
-    fields, meta = np.concatenate(blocks), parts.meta()
-    path = write_trajectory_dataset(out, fields, np.asarray(meta["pde"]["times"]), pde=meta["pde"],
-                                    solver=meta["solver"], domain=_domain(entry, meta, fields.ndim - 3),
+    # the file is written from memory maps of the chunks, a piece at a time: memory never holds the data set
+    blocks, meta = [parts.load(first, mmap=True) for first in firsts], parts.meta()
+    path = write_trajectory_dataset(out, blocks, np.asarray(meta["pde"]["times"]), pde=meta["pde"],
+                                    solver=meta["solver"], domain=_domain(entry, meta, blocks[0].ndim - 3),
                                     seed=seed, channels=list(meta["pde"]["channels"]))
+    del blocks
     parts.remove()
     return path
 

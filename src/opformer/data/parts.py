@@ -40,10 +40,15 @@ class SampleParts:
     def _chunk(self, first: int) -> Path:
         return self.folder / f"{first:08d}.npy"
 
-    def load(self, first: int) -> np.ndarray | None:
-        """The stored chunk starting at sample ``first``, or None."""
+    def load(self, first: int, mmap: bool = False) -> np.ndarray | None:
+        """The stored chunk starting at sample ``first``, or None; with ``mmap`` a read-only memory map of it
+        (the writer then reads it from disk a piece at a time)."""
         path = self._chunk(first)
-        return np.load(path, allow_pickle=False) if path.exists() else None
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False) if path.exists() else None
+
+    def exists(self, first: int) -> bool:
+        """Whether the chunk starting at sample ``first`` is stored."""
+        return self._chunk(first).exists()
 
     def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
         """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk but

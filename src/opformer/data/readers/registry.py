@@ -17,6 +17,7 @@ from opformer.grids import GRID_KINDS
 from opformer.data.readers.arrays import read_arrays
 from opformer.data.readers.fno_mat import read_fno_mat
 from opformer.data.readers.neuraloperator import read_neuraloperator
+from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
 from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source
@@ -97,6 +98,8 @@ READERS = {
                              ("lengths", "grid")),
     "arrays": Reader(read_arrays, ".npz or .npy input/target arrays or trajectories, domain from --lengths/--grid",
                      ("kind", "keys", "target", "lengths", "grid")),
+    "opformer": Reader(read_opformer, "an opformer data file, rewritten in the current layout (chunk checksums: "
+                       "files written before them are hashed whole on every first open)"),
 }
 
 

@@ -31,7 +31,9 @@ class Source:
     ``(fields,)`` of shape ``(n, time, *spatial, channels)`` for trajectories, ``(inputs, targets)`` of shape
     ``(n, *spatial, channels)`` for operator pairs; ``shapes`` is each array's shape without the sample axis and
     ``channels`` each array's channel names. ``per_sample`` holds per-sample settings (e.g. PDEArena's
-    buoyancy), stored in ``pde`` for the samples taken. ``read_frame(t, count)``, where given, returns frame ``t``
+    buoyancy), stored in ``pde`` for the samples taken; ``seed`` and ``extra`` (attributes) are kept where the
+    file records them (opformer's own files); ``every_sample``: the settings may describe every sample, so all
+    must be taken. ``read_frame(t, count)``, where given, returns frame ``t``
     of the first ``count`` samples ``(count, *spatial, channels)`` of a trajectory file stored time-major (MATLAB
     v7.3: samples vary fastest on disk, so a range of samples is a strided read of the whole file, a frame of
     every sample one contiguous read).
@@ -48,6 +50,9 @@ class Source:
     times: np.ndarray | None = None
     per_sample: dict[str, np.ndarray] = field(default_factory=dict)
     read_frame: Callable[[int, int], np.ndarray] | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    every_sample: bool = False
 
     def chunk(self) -> int:
         """Samples per read: about :data:`CHUNK_BYTES` of converted float32 values, at least one sample."""
