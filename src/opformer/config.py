@@ -43,6 +43,9 @@ class DataConfig:
     mixture: list[MixtureMember] = field(default_factory=list)
     sampling: Sampling = "weight"  # mixture: member probability by weight, or weight x training windows
     windows_per_epoch: PositiveInt | None = None  # mixture: windows drawn per epoch (None: its training trajectories)
+    memory_gb: PositiveFloat = 8.0  # a training split up to this size is held in memory; a larger one is read from
+                                    # disk per batch (opformer.data.streaming), through a chunk cache of this size
+    workers: NonNegativeInt = 2  # processes reading a streamed split's batches ahead of the steps (0: in the loop)
     device_memory_gb: PositiveFloat | None = None  # CUDA: a training split up to this size lives on the device
                                                    # (None: a quarter of the device's memory); larger ones stream
 

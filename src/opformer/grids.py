@@ -122,6 +122,12 @@ def restrict(x: Tensor, first_axis: int, stride: int, kinds: Sequence[Kind]) -> 
     return x
 
 
+def restricted_shape(shape: Sequence[int], stride: int, kinds: Sequence[Kind]) -> tuple[int, ...]:
+    """The grid :func:`restrict` makes of ``shape`` with ``stride``: every ``stride``-th point, or ``n / stride``
+    cells."""
+    return tuple(n // stride if kind_of(kind) == CELLS else len(range(0, n, stride)) for n, kind in zip(shape, kinds))
+
+
 def spacing(n: int, length: float, kind: Kind) -> float:
     """The distance between neighbouring points of an axis of ``n`` points of the given kind."""
     return length / (n - 1) if kind_of(kind) == NODES else length / n

@@ -148,9 +148,30 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             raise CheckpointError(f"{run_dir}: another opformer process is writing this run; wait for it or "
                                   "choose another folder") from None
+        _LOCKS.add(fd)
         yield
     finally:
+        _LOCKS.discard(fd)
         os.close(fd)  # releases the lock
+
+
+#: descriptors of the run locks this process holds
+_LOCKS: set[int] = set()
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child (a data-loader worker): close its copies of the parent's lock descriptors, so that the
+    lock dies with the process that took it, not with the last of its children."""
+    for fd in _LOCKS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 
 def check_fresh(run_dir: Path) -> None:

@@ -3,6 +3,7 @@ must match a 1-process run, write only from rank 0, resume with another process 
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,20 +22,17 @@ from opformer.train.strategies import window_loss
 
 SRC = str(Path(opformer.__file__).resolve().parents[1])  # the tree under test, for the processes started here
 
-#: ``opformer`` in float64 (data cast on loading), recording every write of each process into the run folder
+#: ``opformer`` in float64 (data cast as read), recording every write of each process into the run folder
 #: (``WATCH``); ``FAIL_RANK`` raises in that rank's first epoch, ``KILL_AFTER`` SIGKILLs rank 0 after that epoch.
 ENTRY = '''
 import os, signal, sys
 import numpy as np
 import torch
-import opformer.data.mixture as mixture
-import opformer.data.pairs as pairs
-import opformer.data.trajectories as trajectories
+from opformer.data.store import DataFile
 
 torch.set_default_dtype(torch.float64)
-read_arrays, read_fields = pairs.read_arrays, trajectories.read_fields
-pairs.read_arrays = lambda *a, **k: tuple(np.asarray(x, np.float64) for x in read_arrays(*a, **k))
-trajectories.read_fields = mixture.read_fields = lambda *a, **k: np.asarray(read_fields(*a, **k), np.float64)
+read = DataFile.read
+DataFile.read = lambda *a, **k: np.asarray(read(*a, **k), np.float64)  # every read of a data file, streamed too
 rank, watched = os.environ.get("RANK", "0"), os.environ.get("WATCH")
 if watched:
     log = open(os.environ["WATCH_LOG"] + rank, "a")
@@ -247,4 +245,44 @@ def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("best validation relative L2") == 1 and len(_metrics(run)) == 2
+    assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2
+
+
+def test_a_streamed_run_with_two_processes_equals_one(tmp_path, heat_file):
+    """The heat run above with its training split read from disk per batch by a worker (each process reads only
+    its rows of each global batch): the same weights and metrics in 1 and 2 processes."""
+    config = {"seed": 0, "model": {"name": "fno2d_time", "width": 6, "modes": 3, "n_layers": 2},
+              "data": {"path": str(heat_file), "n_train": 6, "n_val": 3, "n_test": 1, "normalize_input": "channel",
+                       "normalize_target": "channel", "memory_gb": 1e-9, "workers": 1},
+              "optim": {"lr": 3e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": 2, "batch_size": 4, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 1, "strategy": "pushforward", "unroll_steps": 3, "noise": 0.01,
+                          "windows": "random"}}
+    _two_processes_equal_one(tmp_path, config)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_train_the_one_process_model(tmp_path, reference):
+    """Two "nodes" on this machine, one process each, joined by torchrun's c10d rendezvous (the command of
+    docs/training.md): the 1-process run to 1e-10 in float64, written once."""
+    single, config = reference
+    entry = tmp_path / "entry.py"
+    entry.write_text(ENTRY)
+    run = tmp_path / "nodes"
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=SRC, OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(rank),
+                               "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                               f"localhost:{port}", "--rdzv-id", "opformer-test", str(entry), "train", str(config),
+                               "--out", str(run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (0, 1)]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    _same_run(run, single)
+    assert sum(out.count("best validation relative L2") for out, _ in outputs) == 1
     assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2

@@ -21,7 +21,7 @@ import torch
 
 from opformer.data.pairs import split_range
 from opformer.data.resize import resize
-from opformer.data.store import DatasetInfo, read_fields, read_info
+from opformer.data.store import DataFile, DatasetInfo, read_fields, read_info
 from opformer.data.trajectories import frames_last
 from opformer.errors import ConfigError, DataError
 from opformer.grids import PERIODIC, axis_kinds
@@ -72,16 +72,55 @@ def member_name(member: MixtureMember) -> str:
     return member.name or Path(member.path).stem
 
 
+class StreamedMember:
+    """A member's training trajectories read per window from disk and resized to the training grid as read:
+    the interface of the tensor ``(n_train, time, *grid, channels)`` that :class:`LoadedMember` holds otherwise
+    (its shape, and indexing by (trajectory, frame) index tensors)."""
+
+    def __init__(self, info: DatasetInfo, samples: slice, spec: MixtureSpec, grid: tuple[int, ...],
+                 cache_bytes: int | None) -> None:
+        self.info, self.samples, self.spec, self.grid = info, samples, spec, grid
+        self.file = DataFile(info.path, cache_bytes)
+        frames = len(info.times[::spec.time_stride])
+        self.shape = (samples.stop - samples.start, frames, *grid, len(info.input_channels))
+        self.device = torch.device("cpu")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the resized trajectories would take in memory."""
+        return 4 * math.prod(self.shape)
+
+    def __getitem__(self, index: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """``train[trajectory (k, 1), frame (k, span)]``: the windows' frames, each read at the time stride
+        (consecutive frames of the window) and resized."""
+        trajectories, frames = index
+        step = self.spec.time_stride
+        windows = []
+        for trajectory, row in zip(trajectories[:, 0].tolist(), frames.tolist()):
+            stored = slice(row[0] * step, row[-1] * step + 1, step)
+            block = self.file.read("fields", (self.samples.start + trajectory, stored))[None]
+            windows.append(resize(torch.from_numpy(block), 2, self.grid, axis_kinds(self.info.domain))[0])
+        return torch.stack(windows)
+
+    def to(self, device: torch.device) -> StreamedMember:
+        """Read on the host: itself."""
+        return self
+
+
 @dataclass
 class LoadedMember:
     """A member's training trajectories on the training grid ``(n_train, time, *grid, channels)`` (its own
-    channels, padded when a batch is built) and its validation trajectories on the stored grid."""
+    channels, padded when a batch is built; a :class:`StreamedMember` where the mixture streams) and its
+    validation trajectories on the stored grid."""
 
     name: str
     info: DatasetInfo
     weight: float
     sizes: dict[str, int]
-    train: torch.Tensor
+    train: torch.Tensor | StreamedMember
     val: torch.Tensor
 
     @property
@@ -94,8 +133,10 @@ class LoadedMember:
         return self.train.shape[1] - span + 1
 
 
-def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str) -> LoadedMember:
-    """Read, check and resize one member; errors name the member (``where``) and key."""
+def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str,
+                 stream: int | None = None) -> LoadedMember:
+    """Read, check and resize one member; errors name the member (``where``) and key. With ``stream`` (the
+    bytes of its chunk cache) its training trajectories are read per window instead (:class:`StreamedMember`)."""
     member = spec.members[index]
     try:
         info = read_info(member.path)
@@ -122,8 +163,9 @@ def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str) ->
                       for split in ("train", "val"))
     except DataError as exc:
         raise DataError(f"{where}: {exc}") from None
-    return LoadedMember(member_name(member), info, member.weight, sizes, _read_resized(info, train, spec, grid),
-                        _read(info, val, spec.time_stride))
+    windows = (StreamedMember(info, train, spec, grid, stream) if stream is not None
+               else _read_resized(info, train, spec, grid))
+    return LoadedMember(member_name(member), info, member.weight, sizes, windows, _read(info, val, spec.time_stride))
 
 
 def _read_resized(info: DatasetInfo, samples: slice, spec: MixtureSpec, grid: tuple[int, ...]) -> torch.Tensor:
@@ -143,6 +185,18 @@ def _read(info: DatasetInfo, samples: slice, time_stride: int) -> torch.Tensor:
     """Stored trajectories ``(sample, time, *stored, channels)`` of a sample range, strided in time."""
     fields = read_fields(info.path, samples)[:, ::time_stride]
     return torch.from_numpy(np.ascontiguousarray(fields))
+
+
+def training_bytes(spec: MixtureSpec) -> int:
+    """Bytes of every member's training trajectories on the training grid (float32), from the files'
+    descriptions (nothing read)."""
+    total = 0
+    for member in spec.members:
+        info = read_info(member.path)
+        n_train = spec.sizes(member)["n_train"]
+        grid = training_grid(spec, info.ndim)
+        total += 4 * n_train * len(info.times[::spec.time_stride]) * math.prod(grid) * len(info.input_channels)
+    return total
 
 
 def training_grid(spec: MixtureSpec, ndim: int) -> tuple[int, ...]:
@@ -165,7 +219,7 @@ class Mixture:
     """The loaded members of a :class:`MixtureSpec`, their sampling probabilities and the epoch's batches
     ``(context (b, *grid, t_in, C), future (b, *grid, t_out, C), mask (b, C), member (b,))``."""
 
-    def __init__(self, spec: MixtureSpec, where: str = "mixture.members") -> None:
+    def __init__(self, spec: MixtureSpec, where: str = "mixture.members", memory_gb: float | None = None) -> None:
         self.spec = spec
         if not spec.members:
             raise ConfigError(f"{where}: a mixture needs at least one member")
@@ -175,9 +229,13 @@ class Mixture:
                 raise ConfigError(f"{where}[{i}].name: {name!r} is the name of member {names.index(name)} too; "
                                   "give each member its own name")
         self.members: list[LoadedMember] = []
+        stream = None
+        if memory_gb is not None and training_bytes(spec) > memory_gb * 2**30:
+            stream = int(memory_gb * 2**30 / len(spec.members))  # each member's chunk cache
         for index in range(len(spec.members)):
             ndim = self.members[0].info.ndim if self.members else None
-            self.members.append(_load_member(spec, index, ndim, f"{where}[{index}]"))
+            self.members.append(_load_member(spec, index, ndim, f"{where}[{index}]", stream))
+        self.streamed = stream is not None
         self.grid = training_grid(spec, self.members[0].info.ndim)
         self.channels = max(m.channels for m in self.members)
         #: (member, channel): whether the channel is one of the member's own
@@ -221,7 +279,8 @@ class Mixture:
             rows = (member == k).nonzero().flatten()
             if len(rows):
                 picked = draws[rows].to(device, non_blocking=True)
-                frames[rows.to(device, non_blocking=True), ..., :loaded.channels] = loaded.train[picked[:, 1:2], picked[:, 2:3] + offsets]
+                windows = loaded.train[picked[:, 1:2], picked[:, 2:3] + offsets]
+                frames[rows.to(device, non_blocking=True), ..., :loaded.channels] = windows.to(device)
         frames = frames_last(frames)
         t_in = self.spec.t_in
         return (frames[..., :t_in, :], frames[..., t_in:, :], self.channel_mask[member].to(device, non_blocking=True),

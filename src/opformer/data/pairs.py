@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from opformer.grids import NODES, axis_kinds, block_average, central_difference, restrict, stride_for
+from opformer.grids import (NODES, axis_kinds, block_average, central_difference, restrict, restricted_shape,
+                            stride_for)
 from opformer.data.store import DatasetInfo, read_arrays, read_info
 from opformer.errors import DataError
 
@@ -81,6 +83,75 @@ def split_range(split: str, n_train: int, n_val: int, n_test: int, n_samples: in
     return slice(start, stop)
 
 
+@dataclass(frozen=True)
+class PairLayout:
+    """How the stored samples of an operator file become training pairs: which is input and which target
+    (``direction``), the stride to the training grid and the target's grid; the same for every sample, so a split
+    can be made whole (:func:`load_split`) or a batch at a time (:class:`opformer.data.streaming.StreamedPairs`)."""
+
+    info: DatasetInfo
+    stride: int
+    direction: str = "forward"
+    target_resolution: int | None = None
+
+    @classmethod
+    def of(cls, info: DatasetInfo, resolution: int | None = None, target_resolution: int | None = None,
+           direction: str = "forward") -> PairLayout:
+        """The layout of ``info``'s samples at ``resolution`` points per axis; bad settings are one-line errors."""
+        if not info.has_target:
+            raise DataError(f"{info.path}: holds inputs only (no '/target'); training and evaluation need targets")
+        if direction not in ("forward", "inverse"):
+            raise DataError(f"direction {direction!r}: expected forward or inverse")
+        kinds = axis_kinds(info.domain)
+        strides = [stride_for(n, resolution or n, k, str(info.path)) for n, k in zip(info.spatial_shape, kinds)]
+        if len(set(strides)) != 1:
+            raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of "
+                            f"{info.spatial_shape}")
+        if target_resolution is not None:
+            if set(kinds) != {NODES} or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
+                raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid of nodes (a closed "
+                                "grid holding both ends)")
+            stride_for(info.spatial_shape[0], target_resolution, NODES, f"{info.path}: data.target_resolution")
+        return cls(info, strides[0], direction, target_resolution)
+
+    @property
+    def channels(self) -> tuple[list[str], list[str]]:
+        """The input and target channel names."""
+        names = (list(self.info.input_channels), list(self.info.target_channels))
+        return names[::-1] if self.direction == "inverse" else names
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """Per-sample shapes of the input, the target and the target's gradient."""
+        grid = restricted_shape(self.info.spatial_shape, self.stride, axis_kinds(self.info.domain))
+        target_grid = (self.target_resolution,) * self.info.ndim if self.target_resolution else grid
+        n_in, n_out = (len(c) for c in self.channels)
+        return (*grid, n_in), (*target_grid, n_out), (*target_grid, n_out * self.info.ndim)
+
+    def sample_bytes(self) -> int:
+        """Bytes of one training pair (input, target, gradient) in float32."""
+        return 4 * sum(math.prod(shape) for shape in self.shapes)
+
+    def pairs(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(inputs, targets, target_grad)`` of stored samples ``x``, ``y`` (``(sample, *stored, channels)``)."""
+        if self.direction == "inverse":
+            x, y = y, x
+        kinds = axis_kinds(self.info.domain)
+        lengths = tuple(float(v) for v in self.info.domain["lengths"])
+        targets = torch.from_numpy(np.ascontiguousarray(y))
+        if self.target_resolution is not None:
+            targets = block_average(targets, self.target_resolution)
+            grad = central_difference(targets, lengths, kinds)
+        else:
+            # on the stored grid, then sub-sampled; a few samples at a time, so no fine-grid gradient of the
+            # whole split is held at once
+            grad = torch.cat([restrict(central_difference(chunk, lengths, kinds), 1, self.stride, kinds)
+                              for chunk in targets.split(GRADIENT_CHUNK)])
+            targets = restrict(targets, 1, self.stride, kinds)
+        inputs = restrict(torch.from_numpy(np.ascontiguousarray(x)), 1, self.stride, kinds)
+        return inputs.contiguous(), targets.contiguous(), grad.contiguous()
+
+
 def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
                resolution: int | None = None, target_resolution: int | None = None,
                direction: str = "forward") -> OperatorSplit:
@@ -91,47 +162,13 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
     coarser closed grid by block averages of the stored (finest) target (:func:`block_average`).
     """
     info = read_info(path)
-    if not info.has_target:
-        raise DataError(f"{info.path}: holds inputs only (no '/target'); training and evaluation need targets")
-    if direction not in ("forward", "inverse"):
-        raise DataError(f"direction {direction!r}: expected forward or inverse")
+    layout = PairLayout.of(info, resolution, target_resolution, direction)
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
-    kinds = axis_kinds(info.domain)
-    lengths = tuple(float(v) for v in info.domain["lengths"])
-    strides = [stride_for(n, resolution or n, k, str(info.path)) for n, k in zip(info.spatial_shape, kinds)]
-    if len(set(strides)) != 1:
-        raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of "
-                        f"{info.spatial_shape}")
-    x, y = read_arrays(info.path, samples)
-    channels = [info.input_channels, info.target_channels]
-    if direction == "inverse":
-        x, y = y, x
-        channels.reverse()
-    stride = strides[0]
-    targets = torch.from_numpy(np.ascontiguousarray(y))
-    if target_resolution is not None:
-        if set(kinds) != {NODES} or info.ndim != 2 or len(set(info.spatial_shape)) != 1:
-            raise DataError(f"{info.path}: data.target_resolution needs a square 2D grid of nodes (a closed grid "
-                            "holding both ends)")
-        stride_for(info.spatial_shape[0], target_resolution, NODES, f"{info.path}: data.target_resolution")
-        targets = block_average(targets, target_resolution)
-        grad = central_difference(targets, lengths, kinds)
-    else:
-        # on the stored grid, then sub-sampled; a few samples at a time, so no fine-grid gradient of the
-        # whole split is held at once
-        grad = torch.cat([restrict(central_difference(chunk, lengths, kinds), 1, stride, kinds)
-                          for chunk in targets.split(GRADIENT_CHUNK)])
-        targets = restrict(targets, 1, stride, kinds)
-    inputs = restrict(torch.from_numpy(np.ascontiguousarray(x)), 1, stride, kinds).contiguous()
-    return OperatorSplit(
-        inputs=inputs,
-        targets=targets.contiguous(),
-        target_grad=grad.contiguous(),
-        info=info,
-        resolution=tuple(inputs.shape[1:-1]),
-        input_channels=list(channels[0]),
-        target_channels=list(channels[1]),
-    )
+    inputs, targets, grad = layout.pairs(*read_arrays(info.path, samples))
+    input_channels, target_channels = layout.channels
+    return OperatorSplit(inputs=inputs, targets=targets, target_grad=grad, info=info,
+                         resolution=tuple(inputs.shape[1:-1]), input_channels=input_channels,
+                         target_channels=target_channels)
 
 
 def split_options(data: Mapping[str, Any]) -> dict[str, Any]:

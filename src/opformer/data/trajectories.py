@@ -7,6 +7,7 @@ time before the channels, ``(batch, *spatial, time, channels)`` (docs/layout.md,
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from opformer.data.pairs import split_range
-from opformer.grids import axis_kinds, restrict, stride_for
+from opformer.grids import axis_kinds, restrict, restricted_shape, stride_for
 from opformer.data.store import DatasetInfo, read_fields, read_info
 from opformer.errors import DataError
 
@@ -88,9 +89,29 @@ class TrajectorySplit:
             yield self.window(pairs, t_in, span)
 
 
-def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
-                      resolution: int | None = None, time_stride: int = 1) -> TrajectorySplit:
-    """Load one split of a trajectory data set, strided to ``resolution`` points per axis and in time."""
+@dataclass(frozen=True)
+class TrajectoryLayout:
+    """Where a split's trajectories lie in a file and the grid they are trained on: the file, its samples, the
+    spatial and time strides, the frames' times and the training grid."""
+
+    info: DatasetInfo
+    samples: slice
+    stride: int
+    time_stride: int
+    times: torch.Tensor
+    resolution: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the split on the training grid (float32)."""
+        count = self.samples.stop - self.samples.start
+        return 4 * count * len(self.times) * math.prod(self.resolution) * len(self.info.input_channels)
+
+
+def trajectory_layout(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
+                      resolution: int | None = None, time_stride: int = 1) -> TrajectoryLayout:
+    """The layout of one split of a trajectory data set, strided to ``resolution`` points per axis and in time
+    (one-line errors for a file of another kind, too few samples or a resolution that is no sub-grid)."""
     info = read_info(path)
     if info.kind != "trajectory":
         raise DataError(f"{info.path}: is an {info.kind} data set; rollout training needs a trajectory data set")
@@ -100,7 +121,16 @@ def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_va
     if len(strides) != 1:
         raise DataError(f"{info.path}: resolution {resolution} needs one stride on every axis of {info.spatial_shape}")
     (stride,) = strides
-    fields = torch.from_numpy(np.ascontiguousarray(read_fields(info.path, samples)))[:, ::time_stride]
-    fields = restrict(fields, 2, stride, kinds).contiguous()
     times = torch.tensor(info.times, dtype=torch.float64)[::time_stride]
-    return TrajectorySplit(fields=fields, times=times, info=info, resolution=tuple(fields.shape[2:-1]))
+    return TrajectoryLayout(info, samples, stride, time_stride, times,
+                            restricted_shape(info.spatial_shape, stride, kinds))
+
+
+def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_val: int, n_test: int,
+                      resolution: int | None = None, time_stride: int = 1) -> TrajectorySplit:
+    """Load one split of a trajectory data set, strided to ``resolution`` points per axis and in time."""
+    layout = trajectory_layout(path, split, n_train=n_train, n_val=n_val, n_test=n_test, resolution=resolution,
+                               time_stride=time_stride)
+    fields = torch.from_numpy(np.ascontiguousarray(read_fields(layout.info.path, layout.samples)))[:, ::time_stride]
+    fields = restrict(fields, 2, layout.stride, axis_kinds(layout.info.domain)).contiguous()
+    return TrajectorySplit(fields=fields, times=layout.times, info=layout.info, resolution=layout.resolution)

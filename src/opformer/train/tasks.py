@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,9 +19,11 @@ import torch
 
 from opformer.config import RolloutConfig, RunConfig
 from opformer.data.mixture import Mixture, MixtureSpec
-from opformer.data.pairs import load_split, split_options
+from opformer.data.normalize import NORMALIZER_CHUNK
+from opformer.data.pairs import OperatorSplit, PairLayout, load_split, split_options, split_range
 from opformer.data.store import DatasetInfo, read_info
-from opformer.data.trajectories import TrajectorySplit, load_trajectories
+from opformer.data.streaming import StreamedPairs, StreamedTrajectories, cache_share, fits
+from opformer.data.trajectories import TrajectorySplit, load_trajectories, trajectory_layout
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
@@ -46,7 +49,8 @@ class Task(Protocol):
 
     def spec_data(self) -> dict[str, Any]: ...
     def check_fit(self, model: torch.nn.Module) -> None: ...
-    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
+    streamed: bool
     def steps_per_epoch(self) -> int: ...
     def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]: ...
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
@@ -123,10 +127,16 @@ class OperatorTask:
         self.config = config
         data = config.data
         self.options = split_options(dataclasses.asdict(data))
-        self.train = load_split(data.path, "train", resolution=data.resolution, **self.options)
+        info = read_info(data.path)
+        layout = PairLayout.of(info, data.resolution, self.options["target_resolution"], self.options["direction"])
+        samples = split_range("train", data.n_train, data.n_val, data.n_test, info.n_samples, info.path)
+        self.streamed = not fits(data.n_train * layout.sample_bytes(), data.memory_gb)
+        self.train: OperatorSplit | StreamedPairs = (
+            StreamedPairs(layout, samples, cache_share(data.memory_gb, data.workers + 1)) if self.streamed
+            else load_split(data.path, "train", resolution=data.resolution, **self.options))
         self.val = load_split(data.path, "val", resolution=data.resolution, **self.options)
         self.info = self.train.info
-        self.input_channels, self.target_channels = self.train.input_channels, self.train.target_channels
+        self.input_channels, self.target_channels = self.val.input_channels, self.val.target_channels
         domain = self.info.domain
         self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], axis_kinds(domain))
                    if config.loss.name == "h1_relative" else None)
@@ -143,15 +153,19 @@ class OperatorTask:
         if "t_in" in built and (built["t_in"], built["t_out"]) != (1, 1):
             raise ConfigError(f"rollout.t_in/t_out: are {built['t_in']}/{built['t_out']} but {self.info.path} holds "
                               "input -> target pairs, which a time model takes as one frame to one: set both to 1")
-        _check_output(model, self.train.inputs[:1], tuple(self.train.targets.shape[1:]), self.info,
+        x, y, _ = self.train.fetch(torch.zeros(1, dtype=torch.long))
+        _check_output(model, x, tuple(y.shape[1:]), self.info,
                       "check data.resolution, data.target_resolution and the model's grid sizes")
 
-    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training inputs and targets on the stored grid (point-wise statistics) or the training grid."""
+    def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Training inputs and targets, a chunk at a time: on the stored grid (point-wise statistics) or the
+        training grid."""
         data = self.config.data
-        stored = (load_split(data.path, "train", **self.options)
-                  if "pointwise" in (data.normalize_input, data.normalize_target) else self.train)
-        return stored.inputs, stored.targets
+        stored = "pointwise" in (data.normalize_input, data.normalize_target)
+        if self.streamed:
+            return self.train.chunks(stored=stored)
+        split = load_split(data.path, "train", **self.options) if stored else self.train
+        return zip(split.inputs.split(NORMALIZER_CHUNK), split.targets.split(NORMALIZER_CHUNK))
 
     def steps_per_epoch(self) -> int:
         """Optimiser steps per epoch."""
@@ -176,7 +190,7 @@ class OperatorTask:
     def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
         """The step's input noise (``data.input_noise`` times ``N(0, 1)``, this part's rows of the global draw)."""
         level = self.config.data.input_noise
-        noise = draw_noise((part.size, *self.train.inputs.shape[1:]), level, generator, part)
+        noise = draw_noise((part.size, *self.val.inputs.shape[1:]), level, generator, part)
         return StepDraws(1, [None if noise is None else level * noise])
 
     def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
@@ -214,7 +228,10 @@ class TrajectoryTask:
         _check_trajectory_config(config)
         sizes = dict(n_train=data.n_train, n_val=data.n_val, n_test=data.n_test, resolution=data.resolution,
                      time_stride=rollout.time_stride)
-        self.train: TrajectorySplit = load_trajectories(data.path, "train", **sizes)
+        layout = trajectory_layout(data.path, "train", **sizes)
+        self.streamed = not fits(layout.nbytes, data.memory_gb)
+        self.train: TrajectorySplit = (StreamedTrajectories(layout, cache_share(data.memory_gb, data.workers + 1))
+                                       if self.streamed else load_trajectories(data.path, "train", **sizes))
         self.val: TrajectorySplit = load_trajectories(data.path, "val", **sizes)
         self.info = self.train.info
         self.input_channels = self.target_channels = list(self.info.input_channels)
@@ -236,9 +253,10 @@ class TrajectoryTask:
         x, y = self.train.window(torch.zeros(1, 2, dtype=torch.long), rollout.t_in, rollout.t_out)
         _check_output(model, x, tuple(y.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
-    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """All training frames (channel statistics)."""
-        return self.train.fields, self.train.fields
+    def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """All training frames (channel statistics), a chunk of trajectories at a time."""
+        chunks = self.train.chunks() if self.streamed else self.train.fields.split(NORMALIZER_CHUNK)
+        return ((chunk, chunk) for chunk in chunks)
 
     def steps_per_epoch(self) -> int:
         """Optimiser steps per epoch."""
@@ -258,7 +276,7 @@ class TrajectoryTask:
 
     def train_nbytes(self) -> int:
         """Bytes of the training trajectories."""
-        return self.train.fields.nbytes
+        return self.train.nbytes
 
     def train_to(self, device: torch.device) -> None:
         """Hold the training trajectories on ``device``."""
@@ -267,7 +285,7 @@ class TrajectoryTask:
     def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
         """The strategy's random numbers for a batch (pushforward's calls, each call's input noise)."""
         rollout = self.config.rollout
-        shape = (part.size, *self.train.fields.shape[2:-1], rollout.t_in, self.train.fields.shape[-1])
+        shape = (part.size, *self.val.fields.shape[2:-1], rollout.t_in, self.val.fields.shape[-1])
         return draw_windows(rollout, epoch, shape, generator, part)
 
     def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
@@ -316,7 +334,8 @@ class MixtureTask:
             members=data.mixture, resolution=data.resolution, t_in=rollout.t_in, t_out=rollout.t_out,
             windows_per_epoch=data.windows_per_epoch, sampling=data.sampling, seed=config.seed,
             n_train=data.n_train, n_val=data.n_val, n_test=data.n_test, time_stride=rollout.time_stride),
-            where="data.mixture")
+            where="data.mixture", memory_gb=data.memory_gb)
+        self.streamed = self.mixture.streamed
         members = self.mixture.members
         self.info = dataclasses.replace(members[0].info, path=Path("data.mixture"))  # what messages name
         self.input_channels = self.target_channels = [
@@ -349,10 +368,9 @@ class MixtureTask:
         context, future, _, _ = self.mixture.batch(torch.zeros(1, 3, dtype=torch.long))
         _check_output(model, context, tuple(future.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
-    def normalizer_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Nothing to fit (a mixture is not normalised)."""
-        empty = torch.zeros(0, self.mixture.channels)
-        return empty, empty
+        return iter(())
 
     def steps_per_epoch(self) -> int:
         """Optimiser steps per epoch."""

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from opformer.config import RunConfig, config_to_dict
+from opformer.data.normalize import fit_together
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
@@ -72,9 +73,7 @@ class Trainer:
         self.init_note = ""  # what the init section copied, logged when training starts
         if config.init.checkpoint and not (self.run_dir / "last.pt").is_file():  # resumed: its own weights
             self.init_note = initialize(self.surrogate.model, config.init)
-        inputs, targets = self.task.normalizer_data()
-        self.surrogate.input_normalizer.fit(inputs)
-        self.surrogate.target_normalizer.fit(targets)
+        fit_together(self.task.normalizer_chunks(), self.surrogate.input_normalizer, self.surrogate.target_normalizer)
         self.surrogate.to(self.device)
         set_matmul_precision(config.train.matmul_precision)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
@@ -85,7 +84,7 @@ class Trainer:
             if self.context.world > 1:
                 raise ConfigError("train.cuda_graphs: one process only (a data-parallel step all-reduces outside "
                                   "the graph); set it to false or train with one process")
-        self.pipeline = Pipeline(self.task, self.context, config.data.device_memory_gb)
+        self.pipeline = Pipeline(self.task, self.context, config.data.device_memory_gb, config.data.workers)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         self.scaler = grad_scaler(config.train.precision, self.device)
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
