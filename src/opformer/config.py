@@ -201,9 +201,23 @@ class InitConfig:
             raise ConfigError(f"init.components: {twice[0]!r} is given twice")
 
 
+#: the formats ``opformer import`` reads (:mod:`opformer.imports`)
+ImportFormat = Literal["dpot", "galerkin-transformer", "neuraloperator"]
+
+
+@dataclass
+class ImportedConfig:
+    """Where the weights of a run that ``opformer import`` wrote came from (a trained run has none)."""
+
+    format: ImportFormat
+    source: str  # the file read, as given
+    sha256: str  # of that file's bytes
+    preset: str = ""  # the authors' size the weights have (DPOT: Ti, S, M, L, H, 3D ...), if known
+
+
 @dataclass
 class RunConfig:
-    """Everything that defines a training run."""
+    """Everything that defines a training run (or, with ``imported``, the run ``opformer import`` wrote)."""
 
     model: dict[str, Any] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
@@ -214,6 +228,7 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # used with trajectory data
     init: InitConfig = field(default_factory=InitConfig)  # weights from a pre-trained run (fine-tuning)
     seed: Annotated[int, Range(ge=0, lt=2**63)] = 1127802  # torch's generators take 64 bits (+ epoch)
+    imported: ImportedConfig | None = None  # weights imported from another code base, not trained here
 
     def __post_init__(self) -> None:
         self.model = resolve_model_section(self.model, self.rollout)
@@ -255,8 +270,11 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:
-    """The plain-mapping form of a config (what is written to ``config.yaml``)."""
-    return dataclasses.asdict(config)
+    """The plain-mapping form of a config (what is written to ``config.yaml``; ``imported`` only where set)."""
+    data = dataclasses.asdict(config)
+    if data["imported"] is None:
+        del data["imported"]
+    return data
 
 
 class _SafeLoader(yaml.SafeLoader):

@@ -10,7 +10,8 @@
     RUN/summary.json   epochs, best epoch and validation error, parameters, time
     RUN/run.json       one entry per training session: command line, versions, git commit, device, threads,
                        data-parallel processes,
-                       start and end times, epochs trained (an entry without an end is a killed session)
+                       start and end times, epochs trained (an entry without an end is a killed session);
+                       a run written by ``opformer import`` has one entry for the import instead (its source)
     RUN/train.log      time-stamped progress lines (opformer.train.progress)
     RUN/tensorboard/   scalars, if the optional tensorboard package is installed
 
@@ -113,12 +114,24 @@ def start_session(run_dir: Path, device: str, first_epoch: int, processes: int =
         sessions = []
     if not isinstance(sessions, list):
         sessions = []  # a hand-damaged record is started afresh rather than refusing to train
-    sessions.append({"command": shlex.join(sys.argv), "opformer": __version__, "git_commit": _git_commit(),
-                     "torch": torch.__version__, "python": sys.version.split()[0], "device": device,
-                     "threads": torch.get_num_threads(), "processes": processes, "started": _now(), "ended": None,
-                     "first_epoch": first_epoch + 1, "last_epoch": None})
+    sessions.append({**_provenance(), "device": device, "threads": torch.get_num_threads(), "processes": processes,
+                     "started": _now(), "ended": None, "first_epoch": first_epoch + 1, "last_epoch": None})
     write_atomic(path, json.dumps({"sessions": sessions}, indent=2) + "\n")
     return sessions
+
+
+def _provenance() -> dict[str, Any]:
+    """What every record in ``run.json`` says of the process that wrote it: command line and versions."""
+    return {"command": shlex.join(sys.argv), "opformer": __version__, "git_commit": _git_commit(),
+            "torch": torch.__version__, "python": sys.version.split()[0]}
+
+
+def record_import(run_dir: Path, imported: dict[str, Any]) -> None:
+    """``run.json`` of a run that ``opformer import`` wrote: one record of the import (command, versions, and
+    ``imported``: the format, the source file and its SHA-256), no training sessions."""
+    now = _now()
+    record = {**_provenance(), "started": now, "ended": now, "imported": imported}
+    write_atomic(run_dir / SESSIONS, json.dumps({"sessions": [record]}, indent=2) + "\n")
 
 
 def end_session(run_dir: Path, sessions: list[dict[str, Any]], last_epoch: int) -> None:

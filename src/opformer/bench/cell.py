@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +27,9 @@ from opformer.bench.flops import count_flops, product_share
 from opformer.bench.memory import TensorMemoryTracker
 from opformer.bench.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable, build_peer
 from opformer.config import OptimConfig
-from opformer.models.registry import build_model, preset
+from opformer.errors import ConfigError
+from opformer.models.registry import PRESETS, build_model, preset
+from opformer.runs import CONFIG, load_run_config
 from opformer.runtime import autocast, grad_scaler, release_freed_memory, retain_freed_memory, set_matmul_precision
 from opformer.train.optim import build_optimizer
 from opformer.train.step import WARMUP_STEPS, TrainStep
@@ -48,10 +51,21 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad)
 
 
+def model_config(name: str) -> dict[str, Any]:
+    """The model config a bench row names: a preset of :data:`opformer.models.registry.PRESETS`, or a run
+    directory (a trained or imported run: the model of its ``config.yaml``)."""
+    if name in PRESETS:
+        return preset(name)
+    if (Path(name) / CONFIG).is_file():
+        return dict(load_run_config(name).model)
+    raise ConfigError(f"--models: {name!r} is neither a preset nor a run directory; valid presets: "
+                      f"{', '.join(sorted(PRESETS))}")
+
+
 def _build(spec: dict[str, Any]) -> Peer:
     """The model of the cell and its call on a channel-last (or the peer's native layout) input."""
     if spec["implementation"] == OPFORMER:
-        model = build_model(preset(spec["preset"]))
+        model = build_model(model_config(spec["preset"]))
         return Peer(model, model)
     implementation, attention_type = PEER_OF_PRESET[spec["preset"]]
     return build_peer(implementation, attention_type)

@@ -27,10 +27,12 @@ from typing import Any
 import torch
 
 from opformer.errors import ConfigError
+from opformer.bench.cell import model_config
 from opformer.bench.flops import matmul_peak
 from opformer.bench.peers import OPFORMER, PEER_OF_PRESET
 from opformer.train.step import check_graphs
 from opformer.models.registry import PRESETS
+from opformer.runs import CONFIG
 
 GIB = 1024**3
 #: Attention types whose cost grows like N^2; the growth assumed before two resolutions are measured.
@@ -70,9 +72,9 @@ class BenchSettings:
 
     def validate(self) -> None:
         """Raise ``ConfigError`` (one line) for unknown models or non-positive sizes."""
-        unknown = [m for m in self.models if m not in PRESETS]
+        unknown = [m for m in self.models if m not in PRESETS and not (Path(m) / CONFIG).is_file()]
         if unknown or not self.models:
-            raise ConfigError(f"--models: unknown preset {', '.join(unknown) or '(none)'}; "
+            raise ConfigError(f"--models: unknown preset {', '.join(unknown) or '(none)'} (nor a run directory); "
                               f"valid: {', '.join(sorted(PRESETS))}")
         if not self.resolutions or min(self.resolutions) < 1:
             raise ConfigError(f"--resolutions: expected positive grid sizes, got {self.resolutions}")
@@ -100,7 +102,7 @@ def _growth(previous: list[dict[str, Any]], key: str, preset_name: str) -> tuple
         exponent = math.log(last[key] / before[key]) / math.log(last["resolution"] / before["resolution"])
         exponent = max(exponent, 0.0)
     else:
-        exponent = 2.0 if PRESETS[preset_name].get("attention_type") in QUADRATIC_ATTENTION else 1.0
+        exponent = 2.0 if model_config(preset_name).get("attention_type") in QUADRATIC_ATTENTION else 1.0
     return last[key], exponent, last["resolution"]
 
 

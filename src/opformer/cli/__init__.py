@@ -12,11 +12,11 @@ import threading
 from collections.abc import Sequence
 
 from opformer import __version__
-from opformer.cli import bench, data, quickstart, results, training
+from opformer.cli import bench, data, importing, quickstart, results, training
 from opformer.errors import ConfigError, OpformerError
 
 #: The command groups in the order of ``opformer --help``.
-GROUPS = (data, training, results, quickstart, bench)
+GROUPS = (data, training, results, importing, quickstart, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,8 +68,8 @@ def add_parsers(add: AddCommand) -> None:
     """The parser of ``bench``."""
     p = add("bench", "Time, memory and FLOPs per step of models across resolutions (peers side by side).")
     p.add_argument("--models", default=None, metavar="PRESETS",
-                   help="comma-separated model presets (default gt_burgers,ft_burgers,st_burgers,lt_burgers,"
-                        "fno1d_burgers)")
+                   help="comma-separated model presets or run directories (trained or imported: their model) "
+                        "(default gt_burgers,ft_burgers,st_burgers,lt_burgers,fno1d_burgers)")
     p.add_argument("--resolutions", default="512,2048,8192", help="comma-separated grid sizes per axis")
     p.add_argument("--batch", type=int, default=4, help="samples per step (default 4)")
     p.add_argument("--mode", default="train", choices=["forward", "train"],

@@ -20,7 +20,7 @@ EXAMPLES = {
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
     from opformer.eval.evaluate import evaluate_run, format_table
-    from opformer.eval.members import evaluate_mixture, format_mixture_table
+    from opformer.eval.members import evaluate_file, evaluate_mixture, format_mixture_table
     from opformer.io import write_atomic
 
     from opformer.runs import load_run_config
@@ -29,19 +29,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
     if args.frames is not None and args.frames < 1:
         raise ConfigError(f"--frames {args.frames}: expected at least 1 frame")
-    stored = load_run_config(args.run).data
-    if stored.mixture and data is None and resolutions is None:
-        rows = evaluate_mixture(args.run, split=args.split, frames=args.frames, paper_lengths=args.paper_lengths,
+    run_config = load_run_config(args.run)
+    stored, imported = run_config.data, run_config.imported
+    if imported and data is None:
+        raise ConfigError(f"{args.run}: holds {imported.format} weights imported from {imported.source}; give the "
+                          "data to evaluate them on with --data FILE")
+    split = args.split or ("all" if imported else "test")  # imported weights saw none of the file
+    if imported and imported.format == "dpot":
+        if resolutions is not None:
+            raise ConfigError("--resolutions: an imported DPOT is evaluated on the file's stored grid")
+        rows = evaluate_file(args.run, data, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
                                 device=args.device)
-        print(format_mixture_table(rows, f"{args.run}: each member of its mixture ({args.split} split)"))
+        print(format_mixture_table(rows, f"{args.run} ({imported.format} weights of {imported.source}) on {data} "
+                                         f"({split} split)"))
+        for note in rows[0]["notes"]:
+            print(f"note: {note}")
+    elif stored.mixture and data is None and resolutions is None:
+        rows = evaluate_mixture(args.run, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
+                                device=args.device)
+        print(format_mixture_table(rows, f"{args.run}: each member of its mixture ({split} split)"))
     else:
         if args.paper_lengths:
             raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
         data, resolutions = data or stored.path, resolutions or [stored.resolution]
-        rows = evaluate_run(args.run, data, resolutions, split=args.split, device=args.device, frames=args.frames)
-        print(format_table(rows, f"{args.run} on {data} ({args.split} split)"))
+        rows = evaluate_run(args.run, data, resolutions, split=split, device=args.device, frames=args.frames)
+        print(format_table(rows, f"{args.run} on {data} ({split} split)"))
     if json_path:
-        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": args.split,
+        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": split,
                                             "results": rows}, indent=2) + "\n")
     return 0
 
@@ -75,8 +89,9 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--resolutions", "--resolution", dest="resolutions",
                    help="comma-separated grid sizes, e.g. 512,2048,8192 (default: the run's training grid; "
                         "--resolution is the same option)")
-    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
-                   help="samples to use (run's splits; 'all' for a separate file); default test")
+    p.add_argument("--split", choices=["train", "val", "test", "all"],
+                   help="samples to use (run's splits; 'all' for a separate file); default test, all for a run of "
+                        "imported weights")
     p.add_argument("--frames", type=int,
                    help="frames to roll out after the given ones (trajectory data; default: the run's eval_frames, "
                         "else all)")

@@ -26,6 +26,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = Path(args.resume)
         config = load_run_config(run_dir)
+        if config.imported:
+            raise ConfigError(f"--resume {run_dir}: holds imported {config.imported.format} weights, not a training "
+                              f"run; fine-tune them in a new run with init: {{checkpoint: {run_dir}}}")
         if args.config or any(not item.startswith("train.epochs=") for item in args.set):
             raise ConfigError("--resume continues a run with its stored config; give no CONFIG, and --set only "
                               "train.epochs=N to extend it")

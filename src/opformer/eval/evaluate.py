@@ -22,28 +22,41 @@ def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
                      channels: tuple[list[str], list[str]] | None = None) -> None:
     """Raise a one-line error if a data file does not fit the model a checkpoint was trained for.
 
-    ``channels`` (input, target) overrides the file's own, for a split read in the inverse direction.
+    ``channels`` (input, target) overrides the file's own, for a split read in the inverse direction. A model
+    that ``opformer import`` wrote knows how many channels it takes, not their names: only their number counts.
     """
     data = surrogate.spec["data"]
     inputs, targets = channels or (info.input_channels, info.target_channels)
-    if (info.ndim, inputs, targets) != (len(data["stored_shape"]), data["input_channels"], data["target_channels"]):
+    if data.get("imported"):
+        fits = (info.ndim, len(inputs), len(targets)) == (len(data["stored_shape"]), len(data["input_channels"]),
+                                                          len(data["target_channels"]))
+    else:
+        fits = (info.ndim, inputs, targets) == (len(data["stored_shape"]), data["input_channels"],
+                                                data["target_channels"])
+    if not fits:
         raise DataError(
             f"{info.path}: {info.ndim}D data with channels {inputs} -> {targets} does not "
             f"fit {source}, a model of {len(data['stored_shape'])}D data with channels {data['input_channels']} -> "
             f"{data['target_channels']}")
 
 
-def trained_resolution(surrogate: Surrogate, run_config: dict[str, Any]) -> int:
-    """Grid points per axis the run trained at: its ``data.resolution``, or else its data file's stored grid."""
+def trained_resolution(surrogate: Surrogate, run_config: dict[str, Any]) -> int | None:
+    """Grid points per axis the run trained at: its ``data.resolution``, or else its data file's stored grid;
+    None for imported weights (trained elsewhere, at a grid opformer does not know)."""
+    if run_config.get("imported"):
+        return None
     return run_config["data"]["resolution"] or surrogate.spec["data"]["stored_shape"][0]
 
 
-def scaled_batch_size(eval_batch_size: int, trained: int, resolution: tuple[int, ...]) -> int:
-    """The run's evaluation batch size, shrunk in proportion to the grid points beyond the training grid.
+def scaled_batch_size(eval_batch_size: int, trained: int | None, resolution: tuple[int, ...]) -> int:
+    """The run's evaluation batch size, shrunk in proportion to the grid points beyond the training grid
+    (``trained``; None: not shrunk).
 
     Keeps the memory of an evaluation at a finer grid near that at the training grid (a fourier-type
     attention at n = 8192 holds a ``batch x n x n`` matrix per layer).
     """
+    if trained is None:
+        return eval_batch_size
     ratio = (resolution[0] / trained) ** len(resolution)
     return max(1, int(eval_batch_size / max(ratio, 1.0)))
 
@@ -160,7 +173,8 @@ def format_table(rows: list[dict[str, Any]], title: str = "") -> str:
     extra = f"  {'final frame':>11}  {'frames':>6}  {'L2RE':>10}" if rollout else ""
     lines.append(f"{'resolution':>10}  {'samples':>7}  {'rel. L2':>10}  {'std':>9}{extra}  note")
     for row in rows:
-        note = "trained here" if row["resolution"] == row["trained_at"] else "zero-shot"
+        note = ("imported weights" if row["trained_at"] is None else
+                "trained here" if row["resolution"] == row["trained_at"] else "zero-shot")
         extra = (f"  {row['final_relative_l2']:>11.3e}  {row['frames']:>6}  {row['l2re']:>10.3e}" if rollout
                  else "")
         lines.append(f"{row['resolution']:>10}  {row['samples']:>7}  {row['relative_l2']:>10.3e}  "

@@ -17,8 +17,10 @@ from typing import Any
 import torch
 
 from opformer.data.mixture import MixtureMember, MixtureSpec, member_name, pad_channels
+from opformer.data.resize import resize
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
+from opformer.grids import axis_kinds
 from opformer.eval.evaluate import spread
 from opformer.eval.metrics import RolloutErrors, Step, persistence, rollout_errors
 from opformer.models.surrogate import Surrogate
@@ -129,6 +131,92 @@ def evaluate_mixture(run_dir: str | os.PathLike, split: str = "test", frames: in
             "persistence_relative_l2": float(baseline.per_frame.mean()),
         })
     return rows
+
+
+def is_imported(payload: dict[str, Any]) -> bool:
+    """Whether a checkpoint's run was written by ``opformer import`` (weights trained elsewhere)."""
+    return bool(payload["run_config"].get("imported"))
+
+
+class ResizedStep:
+    """A model that runs on one grid (``grid``) applied to frames on another: each input window is resized to
+    ``grid`` (by the data's axis kinds: Fourier on periodic axes, else linear or cell means) and the prediction
+    back to the input's grid, where it is measured."""
+
+    def __init__(self, step: Step, grid: tuple[int, ...], kinds: tuple[str, ...]) -> None:
+        self.step, self.grid, self.kinds = step, grid, kinds
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        stored = tuple(x.shape[1:1 + len(self.grid)])
+        y = self.step(resize(x, 1, self.grid, self.kinds))
+        return resize(y, 1, stored, self.kinds)
+
+
+def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "all",
+                    frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
+                    samples: int | None = None) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
+    """An imported DPOT (``opformer import dpot``; on ``device``) and one trajectory file as a mixture member:
+    its channels zero-padded to the model's (as in the authors' pre-training; errors over the real ones), the
+    step that applies the model (resizing the frames to the grid the model's ``pos_embed`` was built for where the
+    file's grid differs: each window there, the prediction back to the stored grid, where it is measured), and
+    notes on what was padded or resized. ``samples``: the first ones of the split only."""
+    surrogate, payload = load_surrogate(run_checkpoint(run_dir))
+    if not is_imported(payload) or "t_in" not in surrogate.spec["data"]:
+        raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
+    surrogate.to(resolve_device(device))
+    cfg, spec = payload["run_config"], surrogate.spec
+    t_in, channels = spec["data"]["t_in"], len(spec["data"]["input_channels"])
+    if len(spec["data"]["target_channels"]) != channels:
+        raise ConfigError(f"{run_dir}: a model of {channels} input and {len(spec['data']['target_channels'])} output "
+                          "channels cannot roll out")
+    sizes = {key: cfg["data"][key] for key in ("n_train", "n_val", "n_test")}
+    if samples is not None and split != "all":
+        sizes[f"n_{split}"] = min(samples, sizes[f"n_{split}"])
+    data = load_trajectories(data_path, split, **sizes, time_stride=cfg["rollout"].get("time_stride", 1))
+    if samples is not None and split == "all":
+        data.fields = data.fields[:samples]
+    name, own = Path(data_path).stem, data.fields.shape[-1]
+    if data.info.ndim != len(spec["data"]["stored_shape"]):
+        raise DataError(f"{data.info.path}: {data.info.ndim}D data, but {run_dir} is a model of "
+                        f"{len(spec['data']['stored_shape'])}D data")
+    if own > channels:
+        raise DataError(f"{data.info.path}: {own} channels but the model of {run_dir} takes {channels}")
+    length = frames or (paper_frames(name) if paper_lengths else data.n_times - t_in)
+    if t_in + length > data.n_times:
+        raise ConfigError(f"{'--frames' if frames else '--paper-lengths'}: {length} frames after t_in {t_in} need "
+                          f"{t_in + length} but {data.info.path} has {data.n_times}")
+    member = MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length)
+    grid, stored = tuple(spec["data"]["stored_shape"]), tuple(data.resolution)
+    notes = [f"channels {', '.join(data.info.input_channels)} padded with {channels - own} zero channels to the "
+             f"model's {channels} (errors over the real ones)"] if own < channels else []
+    step: Step = surrogate
+    if stored != grid:
+        step = ResizedStep(surrogate, grid, axis_kinds(data.info.domain))
+        notes.append(f"frames resized {'x'.join(map(str, stored))} -> {'x'.join(map(str, grid))} for the model (its "
+                     f"img_size), predictions back to {'x'.join(map(str, stored))}, where the errors are measured")
+    return surrogate, payload, member, step, notes
+
+
+def evaluate_file(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "all",
+                  frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
+                  batch_size: int | None = None) -> list[dict[str, Any]]:
+    """An imported DPOT on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row
+    with the columns of :func:`evaluate_mixture` and ``notes`` (what was padded or resized)."""
+    surrogate, payload, member, step, notes = imported_member(run_dir, data_path, split, frames, paper_lengths,
+                                                              device)
+    t_in = surrogate.spec["data"]["t_in"]
+    batch = batch_size or payload["run_config"]["train"]["eval_batch_size"]
+    model = member_rollout(step, member, t_in, batch, resolve_device(device))
+    baseline = member_rollout(persistence, member, t_in, batch, torch.device("cpu"))
+    per_frame = model.per_frame.mean(dim=0)
+    return [{"member": member.name, "path": str(Path(member.data.info.path)), "samples": len(member.fields),
+             "stored_shape": list(member.data.resolution), "trained_at": list(surrogate.spec["data"]["stored_shape"]),
+             "channels": list(member.data.info.input_channels), "frames": member.frames,
+             "l2re": float(model.l2re.mean()), "l2re_std": spread(model.l2re),
+             "relative_l2": float(model.per_frame.mean()), "final_relative_l2": float(per_frame[-1]),
+             "per_frame_relative_l2": [float(e) for e in per_frame],
+             "persistence_l2re": float(baseline.l2re.mean()),
+             "persistence_relative_l2": float(baseline.per_frame.mean()), "notes": notes}]
 
 
 def format_mixture_table(rows: list[dict[str, Any]], title: str = "") -> str:

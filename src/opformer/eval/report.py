@@ -13,7 +13,7 @@ from opformer.data.store import read_arrays, read_info, write_operator_dataset
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import check_compatible, load_run, rollout_row
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
-from opformer.eval.members import load_mixture_run, member_rollout, member_splits
+from opformer.eval.members import imported_member, load_mixture_run, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
@@ -33,19 +33,31 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     dev = resolve_device(device)
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir else run_dir
-    if load_run_config(run_dir).data.mixture and data_path is None:
+    run_config = load_run_config(run_dir)
+    if run_config.imported and data_path is None:
+        raise ConfigError(f"{run_dir}: holds {run_config.imported.format} weights imported from "
+                          f"{run_config.imported.source}; give the data to plot with --data FILE")
+    if run_config.imported and run_config.imported.format == "dpot":
+        out.mkdir(parents=True, exist_ok=True)
+        return [plot_imported_rollout(run_dir, data_path, out, device)]
+    if run_config.data.mixture and data_path is None:
         out.mkdir(parents=True, exist_ok=True)
         return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run_dir, out, dev)]
     checkpoint, surrogate, payload = load_run(run_dir)
     surrogate.to(dev)
     out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
-    written = [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
+    # imported weights have no training history (no metrics.csv)
+    written = [] if run_config.imported else [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
     if read_info(data_path or cfg["path"]).kind == "trajectory":
         return written + plot_rollouts(surrogate, payload, checkpoint, data_path or cfg["path"], out, samples,
                                        run_dir.name, dev)
-    options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
-    data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
+    if run_config.imported:  # none of the file was seen: its first samples, on its stored grid
+        data = load_split(data_path, "all", resolution=None, **split_options(cfg))
+        data.inputs, data.targets = data.inputs[:samples], data.targets[:samples]
+    else:
+        options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
+        data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
     check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
     if data.info.ndim > 2:
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
@@ -96,6 +108,23 @@ def plot_mixture_rollouts(run_dir: str | os.PathLike, out: Path, device: torch.d
         written.append(plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
                                            name=member.data.info.input_channels[0], title=title, error=True))
     return written
+
+
+def plot_imported_rollout(run_dir: str | os.PathLike, data_path: str | os.PathLike, out: Path,
+                          device: str = "auto") -> Path:
+    """``rollout_MEMBER.png`` of an imported DPOT on a trajectory file: the first trajectory's true, predicted and
+    error frames (first channel) on the stored grid, rolled out as :func:`opformer.eval.members.evaluate_file`
+    does (channels padded, frames resized to the model's grid if needed)."""
+    surrogate, _, member, step, notes = imported_member(run_dir, data_path, "all", device=device, samples=1)
+    t_in = surrogate.spec["data"]["t_in"]
+    result = member_rollout(step, member, t_in, 1, resolve_device(device))
+    times = [float(t) for t in member.data.times[t_in:t_in + member.frames]]
+    truth = member.data.fields[0, t_in:t_in + member.frames]
+    pred = result.predictions[0, ..., :truth.shape[-1]]
+    title = (f"{Path(run_dir).name}: {member.name}, trajectory 0 from {t_in} frames, L2RE {float(result.l2re[0]):.3e}"
+             + (" (resized to the model's grid)" if any("resized" in note for note in notes) else ""))
+    return plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
+                               name=member.data.info.input_channels[0], title=title, error=True)
 
 
 def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,

@@ -42,13 +42,13 @@ GROUPS = 8  # GroupNorm groups of every block
 class DPOTBlock(nn.Module):
     """``zh = GN1(z); y = zh + mixer(zh); z + MLP(GN2(y))`` on channel-last ``(batch, *latent, width)``."""
 
-    def __init__(self, width: int, n_heads: int, ndim: int, mlp_ratio: int, modes: int | None, shrink: float,
-                 fft_norm: str) -> None:
+    def __init__(self, width: int, n_heads: int, ndim: int, mlp_width: int, modes: int | None, shrink: float,
+                 fft_norm: str, both_signs: bool = True, last_modes: int | None = None) -> None:
         super().__init__()
         self.norm1 = nn.GroupNorm(GROUPS, width)
-        self.mixer = FourierMixer(width, n_heads, ndim, modes, shrink, fft_norm)
+        self.mixer = FourierMixer(width, n_heads, ndim, modes, shrink, fft_norm, both_signs, last_modes)
         self.norm2 = nn.GroupNorm(GROUPS, width)
-        self.mlp = FeedForward(width, mlp_ratio * width, activation="gelu")
+        self.mlp = FeedForward(width, mlp_width, activation="gelu")
 
     def forward(self, z: Tensor) -> Tensor:
         """Apply the block to ``z`` ``(batch, *latent, width)``."""
@@ -71,6 +71,14 @@ class DPOT(nn.Module):
     ``mlp_ratio`` r, ``head_width`` D, ``patch_size`` P; ``grid_size`` the input size ``pos_embed`` is built
     for; ``modes`` kept per axis (``None``: all); ``shrink`` AFNO's soft-shrink (0: off); ``fft_norm`` the
     mixer's transform (``"ortho"``: the authors'). The defaults are the authors' Ti without the classifier.
+
+    Options that reproduce checkpoints of the authors' code (``opformer import dpot``): ``modes_kept``
+    ``"positive"`` keeps only the frequencies ``0..m-1`` of the two-sided axes (their ``[:m, :m]``; the
+    default ``"both_signs"`` keeps ``-m..m-1``, the same wherever ``2m`` covers the latent grid, as at the
+    released 128^2 with patch 8); ``last_modes`` the modes of the last (half-spectrum) axis if not ``modes``
+    (their 3D mixer keeps 8); ``embed_width`` the patch embedding's hidden width if not
+    ``in_channels * P + ndim + 1`` (theirs is ``out_channels * P + ndim + 1``); ``mlp_width`` the blocks' MLP
+    width if not ``mlp_ratio * width``.
     """
 
     def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 4,
@@ -78,7 +86,9 @@ class DPOT(nn.Module):
                  width: PositiveInt = 512, depth: PositiveInt = 4, n_heads: PositiveInt = 4,
                  mlp_ratio: PositiveInt = 1, head_width: PositiveInt = 32, modes: PositiveInt | None = 32,
                  shrink: NonNegativeFloat = 0.0, fft_norm: Literal["ortho", "forward"] = "ortho",
-                 n_classes: PositiveInt | None = None, periodic: bool = True) -> None:
+                 n_classes: PositiveInt | None = None, periodic: bool = True,
+                 modes_kept: Literal["both_signs", "positive"] = "both_signs", last_modes: PositiveInt | None = None,
+                 embed_width: PositiveInt | None = None, mlp_width: PositiveInt | None = None) -> None:
         super().__init__()
         if ndim not in (2, 3):
             raise ConfigError(f"DPOT supports 2 or 3 spatial dimensions, got {ndim}")
@@ -92,13 +102,14 @@ class DPOT(nn.Module):
             out_channels
         self.patch_size, self.periodic = patch_size, periodic
         coords = ndim + 1
-        hidden = in_channels * patch_size + coords
+        hidden = embed_width or in_channels * patch_size + coords
         self.patch_embed = nn.Sequential(PatchConv(in_channels + coords, hidden, patch_size, ndim),
                                          nn.GELU(), PointwiseConv(hidden, width, ndim))
         self.pos_embed = nn.Parameter(torch.empty(width, *[grid_size // patch_size] * ndim))
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         self.time_agg = TemporalAggregation(t_in, width)
-        self.blocks = nn.ModuleList(DPOTBlock(width, n_heads, ndim, mlp_ratio, modes, shrink, fft_norm)
+        self.blocks = nn.ModuleList(DPOTBlock(width, n_heads, ndim, mlp_width or mlp_ratio * width, modes, shrink,
+                                              fft_norm, modes_kept == "both_signs", last_modes)
                                     for _ in range(depth))
         self.head = nn.Sequential(PatchConvTranspose(width, head_width, patch_size, ndim), nn.GELU(),
                                   PointwiseConv(head_width, head_width, ndim), nn.GELU(),

@@ -15,11 +15,14 @@ from opformer.nn.spectral import complex_blocks
 FFT_NORMS = ("ortho", "forward")
 
 
-def kept_rows(n: int, modes: int | None, device: torch.device) -> Tensor | None:
+def kept_rows(n: int, modes: int | None, device: torch.device, both_signs: bool = True) -> Tensor | None:
     """Spectrum rows of a two-sided (non-last) axis of ``n`` points that keep the frequencies ``0..m-1`` and
-    ``-m..-1``; ``None`` when that is every row (``modes`` ``None`` or ``2 * modes >= n``)."""
-    if modes is None or 2 * modes >= n:
+    ``-m..-1`` (``both_signs``; else ``0..m-1`` only, the DPOT authors' ``[:m]``); ``None`` when that is every
+    row (``modes`` ``None``, or ``2 * modes >= n``, or ``modes >= n`` without ``both_signs``)."""
+    if modes is None or (2 * modes if both_signs else modes) >= n:
         return None
+    if not both_signs:
+        return torch.arange(modes, device=device)
     return torch.cat([torch.arange(modes, device=device), torch.arange(n - modes, n, device=device)])
 
 
@@ -31,9 +34,11 @@ class FourierMixer(nn.Module):
     applies per head ``o = W2 sigma(W1 z + b1) + b2`` with complex ``W1, W2`` (``b x b``) and complex biases,
     ``sigma`` = GELU on the real and the imaginary part separately; with ``shrink > 0``, ``o`` is soft-shrunk
     (real and imaginary parts; AFNO's sparsity, the paper's Table 7 ablation). The weights are shared by all
-    modes. Modes kept: ``0..m-1`` on the last (half-spectrum) axis and both ``0..m-1`` and ``-m..-1`` on every
-    other axis (the authors keep only the positive corner, an asymmetry this does not copy); ``modes=None``
-    keeps all; the others are set to zero. ``norm="ortho"`` is the authors' transform; ``"forward"`` makes the
+    modes. Modes kept: ``0..m-1`` on the last (half-spectrum) axis (``0..last_modes-1`` if given) and both
+    ``0..m-1`` and ``-m..-1`` on every other axis; ``modes=None`` keeps all; the others are set to zero. The
+    authors keep only the positive corner ``[:m, :m]`` (an asymmetry once ``m`` is below the grid's size):
+    ``both_signs=False`` does that too, to compute their function with their weights (their 3D mixer keeps
+    ``last_modes=8`` on its last axis). ``norm="ortho"`` is the authors' transform; ``"forward"`` makes the
     kept coefficients, hence the output, independent of the grid size for a band-limited input.
 
     Complex parameters are stored as real pairs (last axis 2): ``w1``, ``w2`` ``(n_heads, b_in, b_out, 2)``
@@ -42,18 +47,21 @@ class FourierMixer(nn.Module):
     """
 
     def __init__(self, width: int, n_heads: int, ndim: int, modes: int | None = None, shrink: float = 0.0,
-                 norm: Literal["ortho", "forward"] = "ortho") -> None:
+                 norm: Literal["ortho", "forward"] = "ortho", both_signs: bool = True,
+                 last_modes: int | None = None) -> None:
         super().__init__()
         if ndim not in (1, 2, 3):
             raise ConfigError(f"Fourier mixer supports 1, 2 or 3 dimensions, got {ndim}")
         if n_heads < 1 or width % n_heads:
             raise ConfigError(f"width ({width}) must be a multiple of n_heads ({n_heads})")
-        if modes is not None and modes < 1:
-            raise ConfigError(f"modes must be a positive integer or null, got {modes}")
+        for name, value in (("modes", modes), ("last_modes", last_modes)):
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be a positive integer or null, got {value}")
         if norm not in FFT_NORMS:
             raise ConfigError(f"fft norm must be one of {', '.join(FFT_NORMS)}, got {norm!r}")
         self.width, self.n_heads, self.ndim, self.modes, self.shrink, self.norm = width, n_heads, ndim, modes, \
             shrink, norm
+        self.both_signs, self.last_modes = both_signs, last_modes
         b = width // n_heads
         scale = 1.0 / b**2
         self.w1 = nn.Parameter(scale * torch.rand(n_heads, b, b, 2))
@@ -62,8 +70,10 @@ class FourierMixer(nn.Module):
         self.b2 = nn.Parameter(scale * torch.rand(n_heads, b, 2))
 
     def extra_repr(self) -> str:
+        extra = ("" if self.both_signs else ", both_signs=False") + \
+            ("" if self.last_modes is None else f", last_modes={self.last_modes}")
         return (f"{self.width}, n_heads={self.n_heads}, ndim={self.ndim}, modes={self.modes}, "
-                f"shrink={self.shrink}, norm={self.norm!r}")
+                f"shrink={self.shrink}, norm={self.norm!r}{extra}")
 
     def forward(self, x: Tensor) -> Tensor:
         """Mix ``x`` ``(batch, *spatial, width)``; returns the same shape (float32 or float64)."""
@@ -74,9 +84,10 @@ class FourierMixer(nn.Module):
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
             spectrum = torch.view_as_real(torch.fft.rfftn(x.to(real_dtype), dim=dims, norm=self.norm))
-            rows = [kept_rows(n, self.modes, x.device) for n in spatial[:-1]]
+            rows = [kept_rows(n, self.modes, x.device, self.both_signs) for n in spatial[:-1]]
             half = spectrum.shape[self.ndim]
-            last = half if self.modes is None else min(self.modes, half)
+            last_modes = self.modes if self.last_modes is None else self.last_modes
+            last = half if last_modes is None else min(last_modes, half)
             kept = spectrum.narrow(self.ndim, 0, last)
             for axis, index in enumerate(rows, start=1):
                 if index is not None:

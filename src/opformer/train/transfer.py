@@ -94,5 +94,8 @@ def initialize(model: nn.Module, init: InitConfig) -> str:
     source = {k.removeprefix("model."): v for k, v in payload["state_dict"].items() if k.startswith("model.")}
     copied = copy_components(model, source, init.components, config.get("periodic", True), str(path))
     fresh = [c for c in SUBMODULES if c not in init.components] + (["classifier"] if model.classifier is not None else [])
-    return (f"init: copied {', '.join(copied)} from {path} (epoch {payload['epoch'] + 1}); "
+    imported = payload["run_config"].get("imported")
+    origin = (f"{imported['format']} weights imported from {imported['source']}" if imported else
+              f"epoch {payload['epoch'] + 1}")
+    return (f"init: copied {', '.join(copied)} from {path} ({origin}); "
             f"freshly initialised: {', '.join(fresh) or 'nothing'}")
