@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import re
 import sys
 from typing import Any
@@ -73,6 +74,18 @@ def set_matmul_precision(precision: str) -> None:
 def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """Loss scaling for ``fp16`` (whose small gradients underflow); a no-op scaler otherwise."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (from ``/proc``), or None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after "pid (command)": field 3 onwards
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in clock ticks
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters (malloc.h)

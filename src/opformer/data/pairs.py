@@ -14,7 +14,7 @@ import torch
 
 from opformer.grids import (NODES, axis_kinds, block_average, central_difference, restrict, restricted_shape,
                             stride_for)
-from opformer.data.store import DatasetInfo, read_arrays, read_info
+from opformer.data.store import DatasetInfo, open_dataset_file, read_arrays, read_info
 from opformer.errors import DataError
 
 GRADIENT_CHUNK = 64  #: samples whose stored-grid target gradients are computed at once
@@ -164,7 +164,13 @@ def load_split(path: str | os.PathLike, split: str, *, n_train: int, n_val: int,
     info = read_info(path)
     layout = PairLayout.of(info, resolution, target_resolution, direction)
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
-    inputs, targets, grad = layout.pairs(*read_arrays(info.path, samples))
+    parts = []
+    with open_dataset_file(info.path) as data:  # a chunk of samples at a time: the stored grid of the whole
+        for start in range(samples.start, samples.stop, GRADIENT_CHUNK):  # split is never in memory
+            rows = (slice(start, min(start + GRADIENT_CHUNK, samples.stop)),)
+            parts.append(layout.pairs(data.read("input", rows), data.read("target", rows)))
+    inputs, targets, grad = (torch.cat(part) for part in zip(*parts)) if parts else layout.pairs(
+        *read_arrays(info.path, samples))
     input_channels, target_channels = layout.channels
     return OperatorSplit(inputs=inputs, targets=targets, target_grad=grad, info=info,
                          resolution=tuple(inputs.shape[1:-1]), input_channels=input_channels,

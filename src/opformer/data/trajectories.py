@@ -17,8 +17,11 @@ import torch
 
 from opformer.data.pairs import split_range
 from opformer.grids import axis_kinds, restrict, restricted_shape, stride_for
-from opformer.data.store import DatasetInfo, read_fields, read_info
+from opformer.data.store import DatasetInfo, open_dataset_file, read_info
 from opformer.errors import DataError
+
+
+READ_CHUNK = 16  #: trajectories read (and strided) at once when a split is loaded
 
 
 def frames_last(frames: torch.Tensor) -> torch.Tensor:
@@ -131,6 +134,12 @@ def load_trajectories(path: str | os.PathLike, split: str, *, n_train: int, n_va
     """Load one split of a trajectory data set, strided to ``resolution`` points per axis and in time."""
     layout = trajectory_layout(path, split, n_train=n_train, n_val=n_val, n_test=n_test, resolution=resolution,
                                time_stride=time_stride)
-    fields = torch.from_numpy(np.ascontiguousarray(read_fields(layout.info.path, layout.samples)))[:, ::time_stride]
-    fields = restrict(fields, 2, layout.stride, axis_kinds(layout.info.domain)).contiguous()
+    kinds, samples = axis_kinds(layout.info.domain), layout.samples
+    fields = torch.empty(samples.stop - samples.start, len(layout.times), *layout.resolution,
+                         len(layout.info.input_channels))
+    with open_dataset_file(layout.info.path) as data:  # a few trajectories at a time: the stored grid of the
+        for start in range(samples.start, samples.stop, READ_CHUNK):  # whole split is never in memory
+            rows = slice(start, min(start + READ_CHUNK, samples.stop))
+            block = torch.from_numpy(data.read("fields", (rows, slice(None, None, time_stride))))
+            fields[rows.start - samples.start:rows.stop - samples.start] = restrict(block, 2, layout.stride, kinds)
     return TrajectorySplit(fields=fields, times=layout.times, info=layout.info, resolution=layout.resolution)

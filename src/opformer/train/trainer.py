@@ -20,7 +20,8 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
                            write_metrics, write_run_config, write_summary)
-from opformer.runtime import grad_scaler, release_freed_memory, retain_freed_memory, set_matmul_precision
+from opformer.runtime import (grad_scaler, process_age, release_freed_memory, retain_freed_memory,
+                              set_matmul_precision)
 from opformer.train.distributed import Context, check_batch, session
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
 from opformer.train.pipeline import Pipeline
@@ -90,6 +91,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config.schedule,
                                          config.train.epochs * self.task.steps_per_epoch())
         self.device_reads = 0  # reads of device values by the training loop (its log points)
+        self.stepped = False  # whether this session has made a step
         self.history: list[dict[str, float]] = []
         self.best_val = math.inf
         self.start_epoch = 0
@@ -184,6 +186,11 @@ class Trainer:
             self.step.sync_hyperparameters()
             count += batch.size
             progress.step(batch.size)
+            if not self.stepped:  # what start-up, data and the first batch cost, from the command
+                self.stepped = True
+                age = process_age()
+                if age is not None:
+                    progress.log(f"first step done {age:.1f} s after the process started")
             if (step + 1) % log_every == 0 or step + 1 == steps:
                 total = self._read_losses(epoch)
                 progress.note_loss(total / count)
