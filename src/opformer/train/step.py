@@ -123,7 +123,6 @@ class TrainStep:
         self.seen: dict[tuple[Any, ...], int] = {}
         self.captured: dict[tuple[Any, ...], tuple[torch.cuda.CUDAGraph, tuple[torch.Tensor, ...], StepDraws,
                                                    list[torch.Tensor | None]]] = {}
-        self.pool: Any = None
         if graphs:
             check_graphs(device, precision)
             self.hyperparameters = [tuple(torch.zeros((), dtype=torch.float32, device=device) for _ in range(3))
@@ -194,7 +193,7 @@ class TrainStep:
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         try:
-            with torch.cuda.graph(graph, pool=self.pool):
+            with torch.cuda.graph(graph):  # a private memory pool per graph: replays come in any order
                 self.eager(loss_fn, static_batch, static_draws, weight, samples)
         except (RuntimeError, AssertionError) as exc:
             while exc.__context__ is not None:  # the error inside the capture, not capture_end's consequence
@@ -202,8 +201,6 @@ class TrainStep:
             first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
             raise ConfigError(f"train.cuda_graphs: the training step of {self.name} cannot be captured as a CUDA "
                               f"graph ({first}); set train.cuda_graphs: false") from None
-        if self.pool is None:
-            self.pool = graph.pool()
         # the captured gradients stay referenced, so the memory the graph writes them to is never handed out
         self.captured[key] = (graph, static_batch, static_draws, [p.grad for p in self.parameters])
         graph.replay()
