@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -215,3 +216,28 @@ def test_cuda_graphs_on_the_cpu_is_a_one_line_error(tmp_path, toy_file, tiny_con
     raw["train"].update(device="cpu", cuda_graphs=True)
     with pytest.raises(ConfigError, match=r"^train.cuda_graphs: CUDA only \(this run is on cpu\)$"):
         Trainer(config_from_dict(raw), tmp_path / "run")
+
+
+def test_a_killed_streaming_run_leaves_no_loader_worker(tmp_path, toy_file, tiny_config):
+    """kill -9 of a trainer reading with 2 worker processes: the workers end within 2 s (torch's own check of
+    the parent takes up to 5 s)."""
+    raw = tiny_config(toy_file, epochs=50)
+    raw["data"].update(memory_gb=1e-9, workers=2)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "opformer", "train", str(config), "--out", str(run)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    listing = Path("/proc") / str(proc.pid) / "task" / str(proc.pid) / "children"
+    deadline, children = time.time() + 120, []
+    while len(children) < 2:  # the workers of an epoch under way
+        assert proc.poll() is None and time.time() < deadline
+        children = [int(c) for c in listing.read_text().split()]
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 2
+    while any((Path("/proc") / str(c)).exists() for c in children) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [c for c in children if (Path("/proc") / str(c) / "stat").exists()
+                and (Path("/proc") / str(c) / "stat").read_text().split()[2] != "Z"]

@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from opformer.data.streaming import worker_count
+from opformer.pde.parallel import exit_with_parent
 from opformer.train.distributed import Context, Part
 from opformer.train.strategies import StepDraws
 from opformer.train.tasks import Task
@@ -33,6 +34,12 @@ from opformer.train.tasks import Task
 DEVICE_SHARE = 0.25
 #: batches each loader worker prepares ahead of the step
 PREFETCH = 2
+
+
+def _exit_with_trainer(worker: int) -> None:
+    """In a loader worker: end the process within a second of its trainer's death (torch's own check takes up
+    to 5 s, and a worker blocked on a full queue never makes it)."""
+    exit_with_parent()
 
 
 class _Batches(Dataset):
@@ -109,7 +116,7 @@ class Pipeline:
         # its own generator: the workers' seeds are not drawn from the global RNG, which dropout uses
         loader = DataLoader(_Batches(self.task, indices), batch_size=None, num_workers=self.workers,
                             pin_memory=self.device.type == "cuda", prefetch_factor=PREFETCH,
-                            generator=torch.Generator())
+                            generator=torch.Generator(), worker_init_fn=_exit_with_trainer)
         return iter(loader)
 
     def _fetched(self, batches: Iterator[tuple[torch.Tensor, ...]]) -> Iterator[tuple[torch.Tensor, ...]]:
