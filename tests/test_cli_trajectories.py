@@ -15,7 +15,7 @@ def test_navier_stokes_generate_train_evaluate_plot(capsys, tmp_path):
     assert main(["generate", "navier-stokes", "--samples", "6", "--resolution", "16", "--t-final", "7",
                  "--out", str(data)]) == 0
     with h5py.File(data) as f:
-        assert f.attrs["kind"] == "trajectory" and f["fields"].shape == (6, 8, 16, 16, 1)
+        assert f.attrs["kind"] == b"trajectory" and f["fields"].shape == (6, 8, 16, 16, 1)
         np.testing.assert_array_equal(f["times"][()], np.arange(8.0))
         # the vorticity of a periodic flow has zero mean, in every frame
         assert np.abs(f["fields"][()].mean(axis=(2, 3, 4))).max() < 1e-5
