@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,11 @@ from typing import Any
 import h5py
 import numpy as np
 
-from harness import argument_parser, describe_machine, quantity_table, write_results
+from harness import anonymous_rise, argument_parser, describe_machine, quantity_table, write_results
 from opformer.data.convert import convert_file
 from opformer.data.readers.source import CHUNK_BYTES
 
 CASES = [("pdebench-cfd", 40), ("pdebench-cfd", 100), ("fno-mat", 500), ("fno-mat", 1250)]
-
-
-def anonymous_kib() -> int:
-    """This process's anonymous resident memory (KiB)."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon"))
 
 
 def write_source(layout: str, path: Path, samples: int) -> None:
@@ -52,22 +45,12 @@ def write_source(layout: str, path: Path, samples: int) -> None:
 
 def measure(layout: str, source: Path, out: Path) -> dict[str, Any]:
     """Convert ``source``; the peak rise of anonymous memory over the start, the seconds and the sizes."""
-    start_kib, peak, done = anonymous_kib(), [0], threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], anonymous_kib())
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     begin = time.perf_counter()
-    convert_file(layout, source, out)
+    with anonymous_rise() as rise:
+        convert_file(layout, source, out)
     seconds = time.perf_counter() - begin
-    done.set()
-    watcher.join()
     return {"layout": layout, "source_mib": source.stat().st_size / 2**20, "output_mib": out.stat().st_size / 2**20,
-            "seconds": seconds, "anonymous_rise_mib": (max(peak[0], anonymous_kib()) - start_kib) / 1024}
+            "seconds": seconds, "anonymous_rise_mib": rise["mib"]}
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import importlib.metadata
 import json
 import multiprocessing
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,34 @@ def describe_load(result: dict[str, Any]) -> str:
     after d / e / f"."""
     before, after = (" / ".join(f"{v:.2f}" for v in result[key]) for key in ("loadavg_before", "loadavg_after"))
     return f"load average (1/5/15 min) before {before}, after {after}"
+
+
+def anonymous_kib() -> int:
+    """This process's anonymous resident memory (KiB): what it allocated, not the page cache of its files or the
+    pages of its memory maps."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon"))
+
+
+@contextlib.contextmanager
+def anonymous_rise() -> Iterator[dict[str, float]]:
+    """Sample :func:`anonymous_kib` every 5 ms while the block runs; on exit ``result["mib"]`` is the peak's rise
+    over the value at entry (MiB)."""
+    start, peak, finished, result = anonymous_kib(), [0], threading.Event(), {"mib": 0.0}
+
+    def watch() -> None:
+        while not finished.is_set():
+            peak[0] = max(peak[0], anonymous_kib())
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        yield result
+    finally:
+        finished.set()
+        watcher.join()
+        result["mib"] = (max(peak[0], anonymous_kib()) - start) / 1024
 
 
 def command() -> str:

@@ -15,7 +15,7 @@ measurement is kept in WORK/measurements.json and not run again. Writes benchmar
   ``first step done`` line); with 2 processes (``--nproc 2``), each process's peak RSS.
 - Loader: windows per second of the streamed split alone (``t_in`` 10, batch 8, 2 workers, warm page cache), at 64^2
   and 128^2.
-- Training speed on a quickstart-size set (the trainer's samples/s, streamed against in memory, same file).
+- Training speed on the quickstart's set (seconds per epoch, streamed with 1 worker against in memory).
 - Mixture: 8 members made of the three files (names a..h), weights 1..8: one epoch streamed (peak RSS) and the
   measured frequency of each member in 10,000 draws against its probability.
 """
@@ -27,7 +27,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 import yaml
 
-from harness import ROOT, argument_parser, describe_load, describe_machine, table_head, write_results
+from harness import ROOT, anonymous_rise, argument_parser, describe_load, describe_machine, table_head, write_results
 from opformer.data.convert import convert_file
 from opformer.data.mixture import Mixture, MixtureMember, MixtureSpec
 from opformer.io import write_atomic
@@ -72,32 +71,13 @@ def make_file(work: Path, name: str, trajectories: int) -> dict[str, Any]:
     out.unlink(missing_ok=True)
     # the conversion in this process, its anonymous memory sampled (the memory map's pages are the file's, which
     # the kernel can drop, and would count in the RSS of any reader of a memory map)
-    start_kib, peak, finished = anonymous_kib(), [0], threading.Event()
-
-    def watch() -> None:
-        while not finished.is_set():
-            peak[0] = max(peak[0], anonymous_kib())
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     begin = time.perf_counter()
-    try:
+    with anonymous_rise() as rise:
         convert_file("arrays", raw, out, kind="trajectory", lengths=[1.0, 1.0])
-    finally:
-        finished.set()
-        watcher.join()
     seconds = time.perf_counter() - begin
     raw.unlink()
-    return {"gb": out.stat().st_size / 1e9, "convert_seconds": seconds,
-            "convert_anonymous_rise_mb": (max(peak[0], anonymous_kib()) - start_kib) / 1024,
+    return {"gb": out.stat().st_size / 1e9, "convert_seconds": seconds, "convert_anonymous_rise_mb": rise["mib"],
             "loadavg": list(os.getloadavg())}
-
-
-def anonymous_kib() -> int:
-    """This process's anonymous resident memory (KiB)."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon"))
 
 
 #: runs a command and prints, last on stderr, the largest peak RSS (KiB) of the processes of its tree
@@ -191,6 +171,35 @@ def mixture_run(work: Path, paths: list[Path]) -> dict[str, Any]:
     return train_run(work, path)
 
 
+def quickstart_speed(work: Path, rounds: int = 2) -> dict[str, Any]:
+    """The quickstart's run (GT-Burgers, n = 512, 256 samples, 32 steps an epoch), 3 epochs held in memory and 3
+    streamed (1 worker), alternating in fresh processes: the median epoch after the first of each."""
+    from opformer.data.generate import generate_file
+    from opformer.quickstart.burgers import SAMPLES, STORED, quickstart_config
+
+    data = work / "quickstart.h5"
+    if not data.exists():
+        generate_file("burgers", data, sum(SAMPLES.values()), resolution=STORED, seed=0)
+    seconds: dict[str, list[float]] = {"memory": [], "streamed": []}
+    for number in range(rounds):
+        for name in (["memory", "streamed"] if number % 2 == 0 else ["streamed", "memory"]):
+            raw = quickstart_config(str(data))
+            raw["train"].update(epochs=3, num_threads=2)
+            if name == "streamed":
+                raw["data"].update(memory_gb=1e-6, workers=1)
+            config = work / f"quickstart-{name}.yaml"
+            config.write_text(yaml.safe_dump(raw))
+            out = work / "runs" / f"quickstart-{name}-{number}"
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+            result = _run([PYTHON, "-m", "opformer", "train", str(config), "--out", str(out)])
+            epochs = [float(line.split(",")[-1]) for line in (out / "metrics.csv").read_text().splitlines()[2:]]
+            seconds[name].append(sorted(epochs)[len(epochs) // 2])
+            print(name, number, epochs, result["loadavg"][0], flush=True)
+    medians = {name: sorted(values)[len(values) // 2] for name, values in seconds.items()}
+    return {"epoch_seconds": seconds, "median": medians, "ratio_streamed_memory": medians["streamed"] / medians["memory"],
+            "loadavg": list(os.getloadavg())}
+
+
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--work", default="/tmp/streaming", help="folder of the files (about 45 GB) and runs")
@@ -220,6 +229,7 @@ def main() -> None:
     measure(f"train {sizes[1]} streamed, 2 processes", train_run, work, train_config(work, str(paths[1]), True), 2)
     for resolution in (64, 128):
         measure(f"loader {resolution}", loader_throughput, paths[0], resolution)
+    measure("quickstart speed", quickstart_speed, work)
     measure("mixture frequencies", mixture_frequencies, paths)
     measure("mixture train", mixture_run, work, paths)
     write_results(args.results, "streaming", {"measurements": done, "stream_gb": STREAM_GB}, markdown, load_before,
@@ -249,6 +259,13 @@ def markdown(result: dict[str, Any]) -> str:
     for key, row in m.items():
         if key.startswith("loader "):
             lines.append(f"| {key[7:]}^2 | {row['windows_per_second']:.1f} | {row['cold_windows_per_second']:.1f} |")
+    if "quickstart speed" in m:
+        row = m["quickstart speed"]
+        lines += ["", "## Training speed, the quickstart's run (GT-Burgers n = 512, 32 steps an epoch, 2 threads)", "",
+                  *table_head("data", "seconds per epoch, each round", "median")]
+        lines += [f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {row['median'][name]:.2f} |"
+                  for name, values in row["epoch_seconds"].items()]
+        lines.append(f"\nstreamed / in memory: **{row['ratio_streamed_memory']:.3f}**")
     if "mixture frequencies" in m:
         row = m["mixture frequencies"]
         lines += ["", "## Mixture of 8 members (weights 1..8), 10,000 draws", "",

@@ -5,8 +5,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from opformer.config import config_from_dict
+from opformer.errors import ConfigError
 from opformer.train import trainer
 
 SCRIPT = """
@@ -90,3 +92,41 @@ def test_the_device_rule():
         count = torch.cuda.device_count()
         with pytest.raises(ConfigError, match=f"has {count} CUDA device"):
             resolve_device(f"cuda:{count}")
+
+
+def test_matmul_precision_is_stated_and_tf32_advice_silenced(monkeypatch):
+    import warnings
+
+    from opformer.runtime import set_matmul_precision
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        set_matmul_precision("high")
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            set_matmul_precision("highest")
+            warnings.warn("TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled.")
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+        assert seen == []
+        with pytest.raises(ConfigError, match="matmul precision 'medium': expected one of highest, high"):
+            set_matmul_precision("medium")
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_the_compile_cache_outlives_tmp(monkeypatch, tmp_path):
+    from opformer.runtime import compile_cache
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compile_cache() == str(tmp_path / "opformer" / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/elsewhere")
+    assert compile_cache() == "/elsewhere"
+
+
+def test_process_age_counts_from_the_start():
+    from opformer.runtime import process_age
+
+    age = process_age()
+    assert age is None or 0 < age < 3600

@@ -82,15 +82,23 @@ def member_splits(surrogate: Surrogate, payload: dict[str, Any], split: str = "t
         if samples is not None and f"n_{split}" in sizes:
             sizes[f"n_{split}"] = min(samples, sizes[f"n_{split}"])
         data = load_trajectories(member.path, split, **sizes, time_stride=cfg["rollout"].get("time_stride", 1))
-        own = data.fields.shape[-1]
-        if own > channels:
-            raise DataError(f"{data.info.path}: {own} channels but the run's model takes {channels}")
-        length = frames or (paper_frames(name) if paper_lengths else data.n_times - t_in)
-        if t_in + length > data.n_times:
-            raise ConfigError(f"{'--frames' if frames else '--paper-lengths'}: {length} frames after t_in {t_in} "
-                              f"need {t_in + length} but member {name!r} ({data.info.path}) has {data.n_times}")
-        out.append(MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length))
+        out.append(_member_split(name, data, channels, t_in, frames, paper_lengths, "the run's model",
+                                 f"member {name!r} ({data.info.path})"))
     return out
+
+
+def _member_split(name: str, data: TrajectorySplit, channels: int, t_in: int, frames: int | None,
+                  paper_lengths: bool, model: str, where: str) -> MemberSplit:
+    """A member's split padded to the model's ``channels``, rolled out for ``frames`` (or the paper's length, or
+    every frame after ``t_in``); too many channels or too few frames are one-line errors naming ``where``."""
+    own = data.fields.shape[-1]
+    if own > channels:
+        raise DataError(f"{data.info.path}: {own} channels but {model} takes {channels}")
+    length = frames or (paper_frames(name) if paper_lengths else data.n_times - t_in)
+    if t_in + length > data.n_times:
+        raise ConfigError(f"{'--frames' if frames else '--paper-lengths'}: {length} frames after t_in {t_in} need "
+                          f"{t_in + length} but {where} has {data.n_times}")
+    return MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length)
 
 
 def member_rollout(step: Step, member: MemberSplit, t_in: int, batch_size: int,
@@ -179,13 +187,8 @@ def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, sp
     if data.info.ndim != len(spec["data"]["stored_shape"]):
         raise DataError(f"{data.info.path}: {data.info.ndim}D data, but {run_dir} is a model of "
                         f"{len(spec['data']['stored_shape'])}D data")
-    if own > channels:
-        raise DataError(f"{data.info.path}: {own} channels but the model of {run_dir} takes {channels}")
-    length = frames or (paper_frames(name) if paper_lengths else data.n_times - t_in)
-    if t_in + length > data.n_times:
-        raise ConfigError(f"{'--frames' if frames else '--paper-lengths'}: {length} frames after t_in {t_in} need "
-                          f"{t_in + length} but {data.info.path} has {data.n_times}")
-    member = MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length)
+    member = _member_split(name, data, channels, t_in, frames, paper_lengths, f"the model of {run_dir}",
+                           str(data.info.path))
     grid, stored = tuple(spec["data"]["stored_shape"]), tuple(data.resolution)
     notes = [f"channels {', '.join(data.info.input_channels)} padded with {channels - own} zero channels to the "
              f"model's {channels} (errors over the real ones)"] if own < channels else []

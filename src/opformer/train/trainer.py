@@ -20,7 +20,7 @@ from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
                            write_metrics, write_run_config, write_summary)
-from opformer.runtime import (grad_scaler, process_age, release_freed_memory, retain_freed_memory,
+from opformer.runtime import (compile_cache, grad_scaler, process_age, release_freed_memory, retain_freed_memory,
                               set_matmul_precision)
 from opformer.train.distributed import Context, check_batch, session
 from opformer.train.optim import build_optimizer, build_scheduler, use_fused_update
@@ -79,6 +79,7 @@ class Trainer:
         set_matmul_precision(config.train.matmul_precision)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
         if config.train.compile:  # the surrogate (saved, validated) stays uncompiled: no _orig_mod. in state dicts
+            compile_cache()
             self.model = torch.compile(self.model, backend=COMPILE_BACKEND)
         if config.train.cuda_graphs:
             check_graphs(self.device, config.train.precision)
