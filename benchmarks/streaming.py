@@ -228,7 +228,7 @@ def main() -> None:
         measure(f"train {name} memory", train_run, work, train_config(work, str(path), False))  # 64 trajectories fit
     measure(f"train {sizes[1]} streamed, 2 processes", train_run, work, train_config(work, str(paths[1]), True), 2)
     for resolution in (64, 128):
-        measure(f"loader {resolution}", loader_throughput, paths[0], resolution)
+        measure(f"loader {resolution}", loader_throughput, paths[1], resolution)
     measure("quickstart speed", quickstart_speed, work)
     measure("mixture frequencies", mixture_frequencies, paths)
     measure("mixture train", mixture_run, work, paths)
