@@ -206,6 +206,9 @@ def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--work", default="/tmp/streaming", help="folder of the files (about 45 GB) and runs")
     parser.add_argument("--sizes", default=",".join(SIZES), help="which files, of " + ",".join(SIZES))
+    parser.add_argument("--larger-than-ram", type=int, default=0, metavar="TRAJECTORIES",
+                        help="also convert a file of this many trajectories (5400: 28 GB, more than this machine's "
+                             "24 GB), record its write path and delete it")
     args = parser.parse_args()
     load_before = os.getloadavg()
     work = Path(args.work)
@@ -231,6 +234,13 @@ def main() -> None:
     measure(f"train {sizes[1]} streamed, 2 processes", train_run, work, train_config(work, str(paths[1]), True), 2)
     for resolution in (64, 128):
         measure(f"loader {resolution}", loader_throughput, paths[1], resolution)
+    if args.larger_than_ram:
+        def larger() -> dict[str, Any]:
+            row = make_file(work, "larger", args.larger_than_ram)
+            (work / "larger.h5").unlink()
+            return {**row, "ram_gb": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9}
+
+        measure(f"file {args.larger_than_ram} trajectories (larger than RAM)", larger)
     measure("quickstart speed", quickstart_speed, work)
     measure("mixture frequencies", mixture_frequencies, paths)
     measure("mixture train", mixture_run, work, paths)
