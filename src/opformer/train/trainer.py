@@ -192,10 +192,9 @@ class Trainer:
                 age = process_age()
                 if age is not None:
                     progress.log(f"first step done {age:.1f} s after the process started")
-            if (step + 1) % log_every == 0 or step + 1 == steps:
-                total = self._read_losses(epoch)
-                progress.note_loss(total / count)
-        return total / count
+            if (step + 1) % log_every == 0 and step + 1 < steps:
+                progress.note_loss(self._read_losses(epoch) / count)
+        return self._read_losses(epoch) / count  # the epoch's end is a log point
 
     def _read_losses(self, epoch: int) -> float:
         """The loop's one read of device values (at a log point): the epoch's loss sum so far, summed over the
