@@ -1,13 +1,110 @@
-"""The README's Python snippet runs as written (on a run made the way `make demo` makes it, shrunk)."""
+"""The README: its first screen orients (a short pitch, the two commands first, the models and data tables, then
+the Python API), its tables render as tables with every row the header's width, the paths it names exist, and
+its Python snippet runs as written (on a run made the way `make demo` makes it, shrunk)."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 if not README.is_file():  # an installed copy without the repository
     pytest.skip("README.md not beside the tests", allow_module_level=True)
+
+markdown_it = pytest.importorskip("markdown_it", reason="the dev extra's markdown-it-py parses the README")
+
+
+def parse() -> list:
+    """The README's block tokens, parsed as CommonMark with GitHub's pipe tables."""
+    return markdown_it.MarkdownIt("commonmark").enable("table").parse(README.read_text())
+
+
+def tables() -> list[dict]:
+    """Each table: its source lines ``(first, last)``, header cells and rows of cells (inline text)."""
+    tokens, out = parse(), []
+    for i, token in enumerate(tokens):
+        if token.type == "table_open":
+            table = {"lines": token.map, "header": [], "rows": []}
+            row, part = None, None
+            for t in tokens[i + 1:]:
+                if t.type == "table_close":
+                    break
+                if t.type in ("thead_open", "tbody_open"):
+                    part = t.type
+                elif t.type == "tr_open":
+                    row = []
+                elif t.type == "inline":
+                    row.append(t.content)
+                elif t.type == "tr_close":
+                    table["header" if part == "thead_open" else "rows"].append(row)
+            table["header"] = table["header"][0]
+            out.append(table)
+    return out
+
+
+def source_cells(line: str) -> int:
+    """The cells of a pipe-table line as written: unescaped pipes between a leading and a trailing one."""
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def test_the_first_commands_are_make_demo_and_make_test_and_the_makefile_has_them():
+    fences = [t for t in parse() if t.type == "fence"]
+    commands = [line.split("#")[0].strip() for line in fences[0].content.splitlines()]
+    assert commands[:2] == ["make demo", "make test"]
+    makefile = (ROOT / "Makefile").read_text()
+    for command in commands:
+        assert re.search(rf"^{command.split()[1]}:", makefile, flags=re.M), command
+
+
+def test_the_first_screen_is_a_short_pitch_the_commands_then_models_data_and_the_api():
+    tokens = parse()
+    first_fence = next(i for i, t in enumerate(tokens) if t.type == "fence")
+    pitch = [t for t in tokens[:first_fence] if t.type == "inline"][1:]  # after the title
+    assert len(pitch) == 1 and len(pitch[0].content.splitlines()) <= 3
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
+    order = ["The models", "The data", "The command", "The Python API", "Results"]
+    assert [h for h in headings if h in order] == order
+    assert "docs/reproducing.md" in README.read_text().split("## Results", 1)[1].split("\n## ", 1)[0]
+
+
+def test_every_table_renders_with_rows_as_wide_as_its_header():
+    lines = README.read_text().splitlines()
+    found = tables()
+    assert len(found) >= 4
+    for table in found:
+        first, last = table["lines"]
+        width = len(table["header"])
+        assert width >= 2 and all(len(row) == width for row in table["rows"])
+        for line in lines[first:last]:  # as written: markdown-it pads short rows and drops extra cells silently
+            assert source_cells(line) == width, line
+    # every pipe line outside code blocks belongs to a table (a broken delimiter row makes a paragraph instead)
+    covered = {n for t in found for n in range(*t["lines"])}
+    fenced = {n for t in parse() if t.type == "fence" for n in range(*t.map)}
+    piped = {n for n, line in enumerate(lines) if line.startswith("|") and n not in fenced}
+    assert piped <= covered, sorted(piped - covered)
+
+
+def test_the_models_and_data_tables_name_every_family_and_solver():
+    from opformer.data.readers.registry import READERS
+    from opformer.pde.registry import PDES
+
+    by_header = {tuple(t["header"]): t for t in tables()}
+    models = by_header[("family", "paper", "dims", "train one", "verified")]
+    families = " ".join(row[0] for row in models["rows"])
+    for family in ("Galerkin / Fourier Transformer", "FactFormer", "DPOT", "FNO"):
+        assert family in families
+    data = " ".join(" ".join(row) for row in by_header[("data", "how", "what", "verified by")]["rows"])
+    for name in PDES:
+        assert re.search(rf"`(opformer generate )?{name}`", data), name
+    for name in READERS:
+        assert re.search(rf"`(opformer convert )?{name}`", data), name
+
+
+def test_the_paths_the_readme_names_exist():
+    named = set(re.findall(r"`((?:configs|docs|benchmarks)/[^`\s]*)`", README.read_text()))
+    assert len(named) > 10
+    assert [p for p in sorted(named) if not (ROOT / p).exists()] == []
 
 
 def test_the_python_api_snippet_runs_as_written(tmp_path, monkeypatch, toy_writer, tiny_config):

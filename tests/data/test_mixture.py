@@ -171,3 +171,35 @@ def test_members_are_read_and_resized_in_chunks(toy_mixture, monkeypatch):
     chunked = Mixture(spec(toy_mixture))
     for a, b in zip(whole.members, chunked.members):
         assert a.train.shape[0] == 4 and torch.equal(a.train, b.train)
+
+
+def test_a_member_s_own_time_stride_takes_every_kth_frame_in_training_and_evaluation(toy_mixture):
+    # member a every 2nd frame (its own stride), b every 3rd (the mixture's): the toy value is 100 i + 10 t + c
+    members = [MixtureMember(path=str(toy_mixture[0]), time_stride=2), MixtureMember(path=str(toy_mixture[1]))]
+    mixture = Mixture(MixtureSpec(members=members, resolution=16, t_in=2, t_out=1, windows_per_epoch=200,
+                                  n_train=4, n_val=1, n_test=1, seed=5, time_stride=3))
+    a, b = mixture.members
+    assert (a.time_stride, b.time_stride) == (2, 3)
+    assert a.train.shape[1] == 4 and b.train.shape[1] == 3  # 7 stored frames: 0, 2, 4, 6 and 0, 3, 6
+    assert torch.allclose(a.train.mean(dim=(2, 3, 4)), (100 * torch.arange(4)[:, None] + 20 * torch.arange(4)).float(),
+                          atol=0.01)
+    test, _ = mixture.stored_split(0, "test")  # sample 5, on its stored grid, strided too
+    assert torch.allclose(test[0, :, ..., 0].mean(dim=(1, 2)), 500 + 20 * torch.arange(4).float(), atol=0.01)
+    val, _ = mixture.stored_split(1, "val")
+    assert torch.allclose(val[0, :, ..., 0].mean(dim=(1, 2)), 400 + 30 * torch.arange(3).float(), atol=0.01)
+    # the windows drawn step by the member's stride
+    draws = mixture.draws(0)
+    context, future, _, member = mixture.batch(draws)
+    frames = torch.cat([context, future], dim=-2)[..., 0].mean(dim=(1, 2))  # (window, time)
+    step = torch.tensor([20.0, 30.0])[member]
+    start = 100 * draws[:, 1] + step * draws[:, 2]
+    assert torch.allclose(frames, start[:, None] + step[:, None] * torch.arange(3), atol=0.01)
+
+
+def test_a_member_s_stride_that_leaves_too_few_frames_is_named(toy_mixture):
+    members = [MixtureMember(path=str(toy_mixture[0]), time_stride=3)]
+    with pytest.raises(DataError, match=r"a.h5 has 3 frames per trajectory \(time stride 3\) but a window needs "
+                                        r"t_in 3 \+ t_out 1"):
+        Mixture(MixtureSpec(members=members, resolution=16, t_in=3, t_out=1, n_train=4, n_val=1, n_test=1))
+    with pytest.raises(ConfigError, match=r"mixture.members\[0\].time_stride: expected an integer >= 1 or null, got 0"):
+        from_mapping(MixtureSpec, {"members": [{"path": "x", "time_stride": 0}], "resolution": 16}, "mixture")

@@ -93,3 +93,31 @@ def test_plot_writes_a_rollout_figure_per_member(mixture_run, tmp_path, capsys):
     assert main(["plot", str(mixture_run), "--out", str(out), "--device", "cpu"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["losses.png", "rollout_a.png", "rollout_b.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in out.iterdir())
+
+
+def test_a_member_s_time_stride_and_the_run_s_eval_frames_reach_evaluation_and_plots(tmp_path, toy_mixture,
+                                                                                     monkeypatch):
+    from opformer.eval import report
+
+    config = {"seed": 0,
+              "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1,
+                        "projection_width": 8},
+              "data": {"mixture": [{"path": str(toy_mixture[0]), "time_stride": 2}, {"path": str(toy_mixture[1])}],
+                       "resolution": 16, "windows_per_epoch": 8, "n_train": 3, "n_val": 1, "n_test": 1},
+              "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
+              "train": {"epochs": 1, "batch_size": 4, "num_threads": 1},
+              "rollout": {"t_in": 2, "t_out": 1, "eval_frames": 2}}
+    run = tmp_path / "strided"
+    train(config_from_dict(config), run)
+    rows = evaluate_mixture(run, device="cpu")  # every frame after t_in: a has 4 frames at stride 2, b 7
+    assert [(r["member"], r["frames"]) for r in rows] == [("a", 2), ("b", 5)]
+    fields = load_trajectories(toy_mixture[0], "test", n_train=3, n_val=1, n_test=1).fields[:, ::2]
+    last, real = fields[:, 1:2], fields[:, 2:4]
+    expected = ((last - real).pow(2).sum(dim=(1, 2, 3)) / real.pow(2).sum(dim=(1, 2, 3))).sqrt().mean()
+    assert rows[0]["persistence_l2re"] == pytest.approx(float(expected), rel=1e-5)
+    # the plots roll out what validation did: the run's eval_frames, at each member's stride
+    shown = {}
+    monkeypatch.setattr(report, "plot_rollout_frames",
+                        lambda truth, pred, times, path, **kw: shown.setdefault(path.name, times) and path)
+    report.plot_run(run, out_dir=tmp_path / "plots", device="cpu")
+    assert shown == {"rollout_a.png": pytest.approx([0.4, 0.6]), "rollout_b.png": pytest.approx([0.2, 0.3])}

@@ -44,6 +44,7 @@ class MixtureMember:
     n_train: PositiveInt | None = None
     n_val: PositiveInt | None = None
     n_test: PositiveInt | None = None
+    time_stride: PositiveInt | None = None  # every time_stride-th stored frame (default: the mixture's)
 
 
 @dataclass
@@ -66,6 +67,11 @@ class MixtureSpec:
         """The member's split sizes (its own, else the mixture's)."""
         return {key: getattr(member, key) or getattr(self, key) for key in ("n_train", "n_val", "n_test")}
 
+    def stride(self, member: MixtureMember) -> int:
+        """The member's time stride (its own, else the mixture's): members stored at different frame spacings
+        can each be sub-sampled so that one model step covers a comparable change of the field."""
+        return member.time_stride or self.time_stride
+
 
 def member_name(member: MixtureMember) -> str:
     """The member's name, or its file's stem."""
@@ -77,11 +83,11 @@ class StreamedMember:
     the interface of the tensor ``(n_train, time, *grid, channels)`` that :class:`LoadedMember` holds otherwise
     (its shape, and indexing by (trajectory, frame) index tensors)."""
 
-    def __init__(self, info: DatasetInfo, samples: slice, spec: MixtureSpec, grid: tuple[int, ...],
+    def __init__(self, info: DatasetInfo, samples: slice, time_stride: int, grid: tuple[int, ...],
                  cache_bytes: int | None) -> None:
-        self.info, self.samples, self.spec, self.grid = info, samples, spec, grid
+        self.info, self.samples, self.time_stride, self.grid = info, samples, time_stride, grid
         self.file = DataFile(info.path, cache_bytes)
-        frames = len(info.times[::spec.time_stride])
+        frames = len(info.times[::time_stride])
         self.shape = (samples.stop - samples.start, frames, *grid, len(info.input_channels))
         self.device = torch.device("cpu")
 
@@ -97,7 +103,7 @@ class StreamedMember:
         """``train[trajectory (k, 1), frame (k, span)]``: the windows' frames, each read at the time stride
         (consecutive frames of the window) and resized."""
         trajectories, frames = index
-        step = self.spec.time_stride
+        step = self.time_stride
         windows = []
         for trajectory, row in zip(trajectories[:, 0].tolist(), frames.tolist()):
             stored = slice(row[0] * step, row[-1] * step + 1, step)
@@ -120,6 +126,7 @@ class LoadedMember:
     info: DatasetInfo
     weight: float
     sizes: dict[str, int]
+    time_stride: int
     train: torch.Tensor | StreamedMember
     val: torch.Tensor
 
@@ -153,31 +160,32 @@ def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str,
         if kind != PERIODIC and n < 2:
             raise DataError(f"{where}.path: a {kind} axis of {n} point in {info.spatial_shape} of {info.path} cannot "
                             f"be resized to {grid}")
-    frames = len(info.times[::spec.time_stride])
+    stride = spec.stride(member)
+    frames = len(info.times[::stride])
     if frames < spec.t_in + spec.t_out:
         raise DataError(f"{where}.path: {info.path} has {frames} frames per trajectory (time stride "
-                        f"{spec.time_stride}) but a window needs t_in {spec.t_in} + t_out {spec.t_out}")
+                        f"{stride}) but a window needs t_in {spec.t_in} + t_out {spec.t_out}")
     sizes = spec.sizes(member)
     try:
         train, val = (split_range(split, **sizes, n_samples=info.n_samples, path=info.path)
                       for split in ("train", "val"))
     except DataError as exc:
         raise DataError(f"{where}: {exc}") from None
-    windows = (StreamedMember(info, train, spec, grid, stream) if stream is not None
-               else _read_resized(info, train, spec, grid))
-    return LoadedMember(member_name(member), info, member.weight, sizes, windows, _read(info, val, spec.time_stride))
+    windows = (StreamedMember(info, train, stride, grid, stream) if stream is not None
+               else _read_resized(info, train, stride, grid))
+    return LoadedMember(member_name(member), info, member.weight, sizes, stride, windows, _read(info, val, stride))
 
 
-def _read_resized(info: DatasetInfo, samples: slice, spec: MixtureSpec, grid: tuple[int, ...]) -> torch.Tensor:
-    """Trajectories of a sample range resized to ``grid``, read and resized :data:`RESIZE_CHUNK` at a time (the
-    stored grid of the whole split is never in memory at once)."""
+def _read_resized(info: DatasetInfo, samples: slice, stride: int, grid: tuple[int, ...]) -> torch.Tensor:
+    """Trajectories of a sample range, every ``stride``-th frame, resized to ``grid``, read and resized
+    :data:`RESIZE_CHUNK` at a time (the stored grid of the whole split is never in memory at once)."""
     kinds = axis_kinds(info.domain)
-    frames = len(info.times[::spec.time_stride])
+    frames = len(info.times[::stride])
     out = torch.empty(samples.stop - samples.start, frames, *grid, len(info.input_channels))
     for start in range(samples.start, samples.stop, RESIZE_CHUNK):
         chunk = slice(start, min(start + RESIZE_CHUNK, samples.stop))
         out[chunk.start - samples.start:chunk.stop - samples.start] = resize(
-            _read(info, chunk, spec.time_stride), 2, grid, kinds)
+            _read(info, chunk, stride), 2, grid, kinds)
     return out
 
 
@@ -192,10 +200,13 @@ def training_bytes(spec: MixtureSpec) -> int:
     descriptions (nothing read)."""
     total = 0
     for member in spec.members:
-        info = read_info(member.path)
+        try:
+            info = read_info(member.path)
+        except DataError:
+            continue  # loading the member says what is wrong, naming it
         n_train = spec.sizes(member)["n_train"]
         grid = training_grid(spec, info.ndim)
-        total += 4 * n_train * len(info.times[::spec.time_stride]) * math.prod(grid) * len(info.input_channels)
+        total += 4 * n_train * len(info.times[::spec.stride(member)]) * math.prod(grid) * len(info.input_channels)
     return total
 
 
@@ -318,5 +329,5 @@ class Mixture:
             fields = loaded.val
         else:
             samples = split_range(split, **loaded.sizes, n_samples=loaded.info.n_samples, path=loaded.info.path)
-            fields = _read(loaded.info, samples, self.spec.time_stride)
+            fields = _read(loaded.info, samples, loaded.time_stride)
         return pad_channels(fields, self.channels), self.channel_mask[index]

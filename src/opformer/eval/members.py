@@ -75,13 +75,14 @@ def member_splits(surrogate: Surrogate, payload: dict[str, Any], split: str = "t
     data_cfg, t_in = cfg["data"], surrogate.spec["data"]["t_in"]
     channels = len(surrogate.spec["data"]["input_channels"])
     spec = MixtureSpec(members=[MixtureMember(**m) for m in data_cfg["mixture"]], resolution=data_cfg["resolution"],
-                       n_train=data_cfg["n_train"], n_val=data_cfg["n_val"], n_test=data_cfg["n_test"])
+                       n_train=data_cfg["n_train"], n_val=data_cfg["n_val"], n_test=data_cfg["n_test"],
+                       time_stride=cfg["rollout"].get("time_stride", 1))
     out = []
     for member in spec.members:
         name, sizes = member_name(member), spec.sizes(member)
         if samples is not None and f"n_{split}" in sizes:
             sizes[f"n_{split}"] = min(samples, sizes[f"n_{split}"])
-        data = load_trajectories(member.path, split, **sizes, time_stride=cfg["rollout"].get("time_stride", 1))
+        data = load_trajectories(member.path, split, **sizes, time_stride=spec.stride(member))
         out.append(_member_split(name, data, channels, t_in, frames, paper_lengths, "the run's model",
                                  f"member {name!r} ({data.info.path})"))
     return out

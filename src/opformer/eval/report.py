@@ -93,12 +93,14 @@ def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: s
 
 def plot_mixture_rollouts(run_dir: str | os.PathLike, out: Path, device: torch.device) -> list[Path]:
     """``rollout_MEMBER.png`` per member of a mixture run: the first test trajectory's true, predicted and
-    error frames (first channel) on the member's stored grid, rolled out as in evaluation."""
+    error frames (first channel) on the member's stored grid, rolled out as in validation: the run's
+    ``rollout.eval_frames`` frames (else every frame after ``t_in``)."""
     surrogate, payload = load_mixture_run(run_dir)
     surrogate.to(device)
     t_in = surrogate.spec["data"]["t_in"]
+    frames = payload["run_config"]["rollout"].get("eval_frames")
     written = []
-    for member in member_splits(surrogate, payload, "test", samples=1):
+    for member in member_splits(surrogate, payload, "test", frames=frames, samples=1):
         result = member_rollout(surrogate, member, t_in, 1, device)
         times = [float(t) for t in member.data.times[t_in:t_in + member.frames]]
         truth = member.data.fields[0, t_in:t_in + member.frames]
