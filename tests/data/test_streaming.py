@@ -54,10 +54,11 @@ def test_streamed_windows_are_the_split_held_whole(heat_file):
 
 
 def test_a_streamed_mixture_draws_the_same_windows(toy_mixture):
-    """Member a periodic (Fourier resize of 16^2: none), member b cells 32^2 -> 16^2 (cell means): the windows of
-    the streamed mixture are those of the mixture held whole."""
-    spec = MixtureSpec(members=[MixtureMember(str(toy_mixture[0])), MixtureMember(str(toy_mixture[1]), weight=2)],
-                       resolution=16, t_in=3, t_out=1, windows_per_epoch=12, n_train=4, n_val=1, n_test=1)
+    """Member a periodic (Fourier resize of 16^2: none), member b cells 32^2 -> 16^2 (cell means) at its own time
+    stride 2: the windows of the streamed mixture are those of the mixture held whole."""
+    spec = MixtureSpec(members=[MixtureMember(str(toy_mixture[0])),
+                                MixtureMember(str(toy_mixture[1]), weight=2, time_stride=2)],
+                       resolution=16, t_in=2, t_out=1, windows_per_epoch=12, n_train=4, n_val=1, n_test=1)
     whole, streamed = Mixture(spec), Mixture(spec, memory_gb=STREAM)
     assert streamed.streamed and not whole.streamed and Mixture(spec, memory_gb=1.0).streamed is False
     for a, b in zip(whole.batches(1, 5), streamed.batches(1, 5)):
