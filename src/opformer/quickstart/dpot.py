@@ -10,13 +10,13 @@ a ten times smaller viscosity) beside the same model trained from scratch for th
 Why these settings beat persistence (``docs/reproducing.md``, "Trying it"):
 
 - every member's frames change substantially from one model step to the next, so copying the last frame is
-  not nearly exact: the dam break is stored every 0.01 time units, in which its front crosses 1/13 of a cell
-  at 32^2 (10 copied frames miss by 3%), so it is used every 6th frame (``time_stride``: half a cell per step,
-  12%); Navier-Stokes (1 time unit) and smoke (1.5) change by 15-20% per stored frame already;
+  not nearly exact: the dam break is stored every 0.01 time units, in which its front crosses 1/14 of a cell
+  at 32^2 (10 copied frames miss by 3%), so it is used every 6th frame (``time_stride``: under half a cell per
+  step, 12%); Navier-Stokes (1 time unit) and smoke (1.5) change by 15-20% per stored frame already;
 - patch 2 on 32^2 keeps the nano preset's 16^2 latent grid (patch 4 on 64^2): with patch 4 the 8^2 latent
   grid draws the dam break's rings as 4x4 blocks;
-- 800 steps, enough for each member's own dynamics (200 steps applied Navier-Stokes' diagonal forcing to
-  every member);
+- 800 steps, enough for each member's own dynamics (after 200 steps the nano applied Navier-Stokes' diagonal
+  forcing to every member);
 - no member is white noise at the grid scale: PDEBench's diffusion-reaction starts from N(0, 1) in every cell
   and at 32^2 stays pixel noise for its first 15 frames, which a patch embedding cannot carry and
   persistence copies exactly, so it is not in this mixture.
