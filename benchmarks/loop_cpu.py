@@ -5,9 +5,11 @@ its log points must not be slower than the one that read the loss every step), o
     .venv/bin/python benchmarks/loop_cpu.py --before /tmp/before/src --rounds 3
 
 Each round trains the quickstart's configuration (GT-Burgers at n = 512, 256 training samples, batch 8: 32 steps an
-epoch) for 3 epochs with each tree in a fresh process, alternating which goes first; an epoch's time is the
-trainer's own (``seconds`` in metrics.csv, the steps only). Per tree the median over rounds of the median epoch
-(the first epoch left out: warm-up). Writes benchmarks/results/loop_cpu.json and .md.
+epoch) for 3 epochs with each tree in a fresh process, the order reversed every other round; an epoch's time is
+the trainer's own (``seconds`` in metrics.csv, the steps only). Per variant the median over rounds of the median
+epoch (the first epoch left out: warm-up). ``--streamed`` adds this tree with the training split read from disk
+per batch by one worker (``data.memory_gb`` below the split; issue 38: no more than 5% slower than in memory).
+Writes benchmarks/results/loop_cpu.json and .md.
 """
 
 from __future__ import annotations
@@ -45,26 +47,36 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--streamed", action="store_true", help="also this tree with the split streamed")
     args = parser.parse_args()
     load_before = os.getloadavg()
     trees = {"before": args.before, "after": str(ROOT / "src")}
+    if args.streamed:
+        trees["after, streamed"] = trees["after"]
     seconds: dict[str, list[float]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory() as folder:
         data = Path(folder) / "burgers.h5"
         generate_file("burgers", data, sum(SAMPLES.values()), resolution=STORED, seed=0)
-        raw = quickstart_config(str(data))
-        raw["train"].update(epochs=args.epochs, num_threads=args.threads)
-        config = Path(folder) / "config.yaml"
-        config.write_text(yaml.safe_dump(raw))
+        configs = {}
+        for name in trees:
+            raw = quickstart_config(str(data))
+            raw["train"].update(epochs=args.epochs, num_threads=args.threads)
+            if name == "after, streamed":
+                raw["data"].update(memory_gb=1e-6, workers=1)
+            configs[name] = Path(folder) / f"config-{len(configs)}.yaml"
+            configs[name].write_text(yaml.safe_dump(raw))
         for number in range(args.rounds):
             order = list(trees) if number % 2 == 0 else list(trees)[::-1]
             for name in order:
-                epochs = epoch_seconds(trees[name], config, Path(folder) / f"{name}{number}", args.threads)
+                epochs = epoch_seconds(trees[name], configs[name], Path(folder) / f"run{len(seconds[name])}{name}",
+                                       args.threads)
                 seconds[name].append(statistics.median(epochs))
                 print(name, number, epochs, os.getloadavg()[0], flush=True)
     result = {"trees": trees, "threads": args.threads, "epochs": args.epochs, "epoch_seconds": seconds,
               "median": {name: statistics.median(values) for name, values in seconds.items()}}
     result["ratio_after_before"] = result["median"]["after"] / result["median"]["before"]
+    if args.streamed:
+        result["ratio_streamed_memory"] = result["median"]["after, streamed"] / result["median"]["after"]
     write_results(args.results, "loop_cpu", result, markdown, load_before, "torch")
 
 
@@ -80,6 +92,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | `{result['trees'][name]}` | {', '.join(f'{v:.2f}' for v in values)} | "
                      f"{result['median'][name]:.2f} |")
     lines.append(f"\nafter / before: **{result['ratio_after_before']:.3f}**")
+    if "ratio_streamed_memory" in result:
+        lines.append(f"\nafter, streamed / after (in memory): **{result['ratio_streamed_memory']:.3f}**")
     return "\n".join(lines) + "\n"
 
 

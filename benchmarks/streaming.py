@@ -15,7 +15,7 @@ measurement is kept in WORK/measurements.json and not run again. Writes benchmar
   ``first step done`` line); with 2 processes (``--nproc 2``), each process's peak RSS.
 - Loader: windows per second of the streamed split alone (``t_in`` 10, batch 8, 2 workers, warm page cache), at 64^2
   and 128^2.
-- Training speed on the quickstart's set (seconds per epoch, streamed with 1 worker against in memory).
+- Training speed streamed against in memory: ``benchmarks/loop_cpu.py --streamed`` (the quickstart's run).
 - Mixture: 8 members made of the three files (names a..h), weights 1..8: one epoch streamed (peak RSS) and the
   measured frequency of each member in 10,000 draws against its probability.
 """
@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -174,36 +173,6 @@ def mixture_run(work: Path, paths: list[Path]) -> dict[str, Any]:
     return train_run(work, path)
 
 
-def quickstart_speed(work: Path, rounds: int = 4) -> dict[str, Any]:
-    """The quickstart's run (GT-Burgers, n = 512, 256 samples, 32 steps an epoch), 3 epochs held in memory and 3
-    streamed (1 worker), alternating in fresh processes: per round the mean of the epochs after the first, the
-    median over rounds, and the median of the per-round ratios (a round's two runs see about the same load)."""
-    from opformer.data.generate import generate_file
-    from opformer.quickstart.burgers import SAMPLES, STORED, quickstart_config
-
-    data = work / "quickstart.h5"
-    if not data.exists():
-        generate_file("burgers", data, sum(SAMPLES.values()), resolution=STORED, seed=0)
-    seconds: dict[str, list[float]] = {"memory": [], "streamed": []}
-    for number in range(rounds):
-        for name in (["memory", "streamed"] if number % 2 == 0 else ["streamed", "memory"]):
-            raw = quickstart_config(str(data))
-            raw["train"].update(epochs=3, num_threads=2)
-            if name == "streamed":
-                raw["data"].update(memory_gb=1e-6, workers=1)
-            config = work / f"quickstart-{name}.yaml"
-            config.write_text(yaml.safe_dump(raw))
-            out = work / "runs" / f"quickstart-{name}-{number}"
-            subprocess.run(["rm", "-rf", str(out)], check=True)
-            result = _run([PYTHON, "-m", "opformer", "train", str(config), "--out", str(out)])
-            epochs = [float(line.split(",")[-1]) for line in (out / "metrics.csv").read_text().splitlines()[2:]]
-            seconds[name].append(sum(epochs) / len(epochs))
-            print(name, number, epochs, result["loadavg"][0], flush=True)
-    ratios = [s / m for s, m in zip(seconds["streamed"], seconds["memory"])]
-    return {"epoch_seconds": seconds, "median": {name: statistics.median(v) for name, v in seconds.items()},
-            "round_ratios": ratios, "ratio_streamed_memory": statistics.median(ratios), "loadavg": list(os.getloadavg())}
-
-
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--work", default="/tmp/streaming", help="folder of the files (about 45 GB) and runs")
@@ -243,7 +212,6 @@ def main() -> None:
             return {**row, "ram_gb": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9}
 
         measure(f"file {args.larger_than_ram} trajectories (larger than RAM)", larger)
-    measure("quickstart speed", quickstart_speed, work)
     measure("mixture frequencies", mixture_frequencies, paths)
     measure("mixture train", mixture_run, work, paths)
     write_results(args.results, "streaming", {"measurements": done, "stream_gb": STREAM_GB}, markdown, load_before,
@@ -274,14 +242,6 @@ def markdown(result: dict[str, Any]) -> str:
     for key, row in m.items():
         if key.startswith("loader "):
             lines.append(f"| {key[7:]}^2 | {row['windows_per_second']:.1f} | {row['cold_windows_per_second']:.1f} |")
-    if "quickstart speed" in m:
-        row = m["quickstart speed"]
-        lines += ["", "## Training speed, the quickstart's run (GT-Burgers n = 512, 32 steps an epoch, 2 threads)", "",
-                  *table_head("data", "seconds per epoch, each round", "median")]
-        lines += [f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {row['median'][name]:.2f} |"
-                  for name, values in row["epoch_seconds"].items()]
-        lines.append(f"\nstreamed / in memory, median of the rounds' ratios "
-                     f"({', '.join(f'{r:.3f}' for r in row['round_ratios'])}): **{row['ratio_streamed_memory']:.3f}**")
     if "mixture frequencies" in m:
         row = m["mixture frequencies"]
         lines += ["", "## Mixture of 8 members (weights 1..8), 10,000 draws", "",
