@@ -10,8 +10,8 @@ measurement is kept in WORK/measurements.json and not run again. Writes benchmar
   made as a memory-mapped ``.npy`` and written by ``opformer convert arrays`` (the write path: the anonymous
   memory it adds is recorded, and must not grow with the file).
 - Training: FNO2d-time (``configs/navier_stokes/fno2d.yaml``) at ``data.resolution: 64``, ``n_train`` 64, one epoch
-  of random windows; streamed (``data.memory_gb: 0.01``, below every split here) and in memory (the default 8 GB budget, where the split
-  fits); the peak RSS of the training processes and the time from the command to the first step (the trainer's
+  of random windows; streamed (``data.memory_gb: 0.01``, below every split here) and in memory (the default 8 GB
+  budget); the peak RSS of the training processes and the time from the command to the first step (the trainer's
   ``first step done`` line); with 2 processes (``--nproc 2``), each process's peak RSS.
 - Loader: windows per second of the streamed split alone (``t_in`` 10, batch 8, 2 workers, warm page cache), at 64^2
   and 128^2.

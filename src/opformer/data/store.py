@@ -97,9 +97,9 @@ class DatasetInfo:
 def chunk_shape(shape: Sequence[int], leading: int, itemsize: int = 4, limit: int | None = None) -> tuple[int, ...]:
     """The stored chunk of a dataset of ``shape``: one entry of each of the ``leading`` axes (1: a sample of an
     operator file; 2: a frame of a trajectory file) and all of the others, unless that is over ``limit`` bytes
-    (default :data:`CHUNK_BYTES`; values of ``itemsize`` bytes): then the first spatial axis is cut into the fewest equal slabs that fit (the last
-    may be thinner), and where a single plane is still too large, the next axis as well. The last axis
-    (channels) is never cut.
+    (default :data:`CHUNK_BYTES`; values of ``itemsize`` bytes): then the first spatial axis is cut into the
+    fewest equal slabs that fit (the last may be thinner), and where a single plane is still too large, the next
+    axis as well. The last axis (channels) is never cut.
 
     Whole frames make a window (``t_in + t_out`` consecutive frames) read exactly the chunks of its frames and a
     strided time read only those it takes. The limit bounds what HDF5 holds per chunk (it reads, checks and
