@@ -251,12 +251,12 @@ class Trainer:
                       **self.task.validation_columns(),  # a mixture's members: val_<name>
                       "lr": self.optimizer.param_groups[0]["lr"], "seconds": seconds}
             self.history.append(record)
+            if main:  # before last.pt: a run stopped in between never shows fewer epochs than it can resume from
+                write_metrics(self.run_dir, self.history)
             if val < self.best_val:
                 self.best_val = val
                 self._save("best.pt", epoch, with_state=False)
             self._save("last.pt", epoch, with_state=True)
-            if main:
-                write_metrics(self.run_dir, self.history)
             progress.end_epoch(record)
             if writer is not None:
                 for key in (k for k in record if k not in ("epoch", "seconds")):
