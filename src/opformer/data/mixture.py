@@ -22,6 +22,7 @@ import torch
 from opformer.data.pairs import split_range
 from opformer.data.resize import resize
 from opformer.data.store import DataFile, DatasetInfo, read_fields, read_info
+from opformer.data.streaming import cache_share, fits
 from opformer.data.trajectories import frames_last
 from opformer.errors import ConfigError, DataError
 from opformer.grids import PERIODIC, axis_kinds
@@ -241,8 +242,8 @@ class Mixture:
                                   "give each member its own name")
         self.members: list[LoadedMember] = []
         stream = None
-        if memory_gb is not None and training_bytes(spec) > memory_gb * 2**30:
-            stream = int(memory_gb * 2**30 / len(spec.members))  # each member's chunk cache
+        if memory_gb is not None and not fits(training_bytes(spec), memory_gb):
+            stream = cache_share(memory_gb, len(spec.members))  # each member's chunk cache
         for index in range(len(spec.members)):
             ndim = self.members[0].info.ndim if self.members else None
             self.members.append(_load_member(spec, index, ndim, f"{where}[{index}]", stream))

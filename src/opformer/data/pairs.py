@@ -22,6 +22,12 @@ GRADIENT_CHUNK = 64  #: samples whose stored-grid target gradients are computed 
 SPLITS = ("train", "val", "test", "all")
 
 
+def sample_batches(n: int, batch_size: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """The indices of ``n`` samples in mini-batches: shuffled when a generator is given, in order otherwise."""
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    return list(order.split(batch_size))
+
+
 @dataclass
 class OperatorSplit:
     """Input/target pairs of one split on one grid, channel-last.
@@ -43,10 +49,8 @@ class OperatorSplit:
         return self.inputs.shape[0]
 
     def plan(self, batch_size: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
-        """The sample indices of each mini-batch; shuffled when a generator is given, in order otherwise."""
-        n = len(self)
-        order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
-        return list(order.split(batch_size))
+        """The sample indices of each mini-batch (:func:`sample_batches`)."""
+        return sample_batches(len(self), batch_size, generator)
 
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The samples ``index`` as ``(x, y, dy)``, on the split's device."""

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from opformer.data.normalize import NORMALIZER_CHUNK
-from opformer.data.pairs import PairLayout
+from opformer.data.pairs import PairLayout, sample_batches
 from opformer.data.store import DataFile, DatasetInfo
 from opformer.data.trajectories import TrajectoryLayout, TrajectorySplit, frames_last
 from opformer.grids import axis_kinds, restrict
@@ -68,9 +68,8 @@ class StreamedPairs:
         return len(self) * self.layout.sample_bytes()
 
     def plan(self, batch_size: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
-        """The sample indices of each mini-batch, drawn as :meth:`OperatorSplit.plan` draws them."""
-        order = torch.randperm(len(self), generator=generator) if generator is not None else torch.arange(len(self))
-        return list(order.split(batch_size))
+        """The sample indices of each mini-batch, as :meth:`OperatorSplit.plan` draws them."""
+        return sample_batches(len(self), batch_size, generator)
 
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(x, y, dy)`` of the samples ``index`` (of the split), read one stored sample at a time."""

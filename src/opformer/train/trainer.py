@@ -175,10 +175,11 @@ class Trainer:
         self.step.meter.reset()
         count = 0
         steps = self.task.steps_per_epoch()
-        for step, batch in enumerate(self.pipeline.epoch(epoch, generator)):
-            def loss_fn(tensors: tuple[torch.Tensor, ...], draws: StepDraws) -> torch.Tensor:
-                return self.task.drawn_loss(self.model, tensors, epoch, draws)
 
+        def loss_fn(tensors: tuple[torch.Tensor, ...], draws: StepDraws) -> torch.Tensor:
+            return self.task.drawn_loss(self.model, tensors, epoch, draws)
+
+        for step, batch in enumerate(self.pipeline.epoch(epoch, generator)):
             # the mean over this part, weighted so that DDP's average over processes is the mean over the global
             # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them
             weight = batch.part.share * world if world > 1 else 1.0
@@ -206,7 +207,7 @@ class Trainer:
         self.device_reads += 1
         total, bad_value, first_bad = torch.cat([sums, first_bad]).tolist()
         if math.isfinite(first_bad):
-            value = bad_value / self.context.world if self.context.world > 1 else bad_value
+            value = bad_value / self.context.world  # the processes' losses are summed
             last = self.run_dir / "last.pt"
             kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written yet"
             raise TrainingDiverged(f"loss is {value} at epoch {epoch + 1}, step {int(first_bad) + 1}; training "
