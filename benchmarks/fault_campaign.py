@@ -539,10 +539,12 @@ def wrong_kind_cases() -> list[Case]:
     return cases
 
 
-#: Tiny files given to ``opformer convert fno-mat`` (scipy's loadmat raised MatReadError or IndexError on them):
-#: label -> (workspace file, content).
+#: Tiny files given to ``opformer convert fno-mat`` (scipy's loadmat raised MatReadError or IndexError on them; on
+#: the damaged v5 file, tests/fixtures/mat/damaged_v5.mat, it dies with SIGSEGV): label -> (workspace file, content).
 TINY_MAT_FILES = {"empty .mat": ("corrupt/empty.mat", b""), "1-byte .mat": ("corrupt/one_byte.mat", b"M"),
-                  "short text file as .mat": ("corrupt/text.mat", b"these are not the data you are looking for\n")}
+                  "short text file as .mat": ("corrupt/text.mat", b"these are not the data you are looking for\n"),
+                  "v5 .mat damaged in one byte (scipy segfaults)": (
+                      "corrupt/damaged_v5.mat", (ROOT / "tests" / "fixtures" / "mat" / "damaged_v5.mat").read_bytes())}
 
 
 def tiny_mat_cases() -> list[Case]:

@@ -212,8 +212,11 @@ def anonymous_rise() -> Iterator[dict[str, float]]:
 
 
 def command() -> str:
-    """The command line of the running script, as a results file records it."""
-    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    """The command line of the running script, as a results file records it (its path from the repository root:
+    ``benchmarks/NAME.py`` or ``benchmarks/FOLDER/NAME.py``)."""
+    script = Path(sys.argv[0]).resolve()
+    path = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path("benchmarks") / script.name
+    return " ".join(["python", path.as_posix(), *sys.argv[1:]])
 
 
 def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:

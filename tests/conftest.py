@@ -321,11 +321,78 @@ def write_pdearena(path, fields, buoyancy, splits=("train",)):
     return path
 
 
+def write_well_file(path, samples=3, frames=6, shape=(8, 6), boundaries=("periodic", "wall"), seed=0,
+                    params=None, first_time=0.0, fields=None):
+    """A file in The Well's layout (its docs/data_format.md, written as its ``utils/dummy_data.py`` does): on the
+    grid ``shape`` (axes x, y[, z]), of the given boundary per axis (periodic | wall | open): t0 ``density``
+    (per sample and frame), ``tracer`` (varying along the first axis only, size 1 along the others),
+    ``forcing`` (the same in every sample), ``obstacle`` (constant in time, per sample); t1 ``velocity``; t2
+    ``stress``; scalars ``Reynolds`` (a simulation parameter, default 100) and ``energy`` (per frame).
+    Coordinates: a periodic axis ``x0 + L i / n``, the others cell centres; times ``first_time + 0.25 t``.
+    ``fields`` ({name: tensor order}) writes those fields instead, each per sample and frame. Random values from
+    ``seed``."""
+    rng = np.random.default_rng(seed)
+    params = {"Reynolds": 100.0} if params is None else params
+    axes = ["x", "y", "z"][:len(shape)]
+    ndim = len(shape)
+    lengths = [1.0, 2.0, 0.5][:ndim]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as f:
+        f.attrs.update({"dataset_name": "toy_well", "grid_type": "cartesian", "n_spatial_dims": ndim,
+                        "n_trajectories": samples, "simulation_parameters": list(params), **params})
+        dims = f.create_group("dimensions")
+        dims.attrs["spatial_dims"] = axes
+        dims["time"] = (first_time + 0.25 * np.arange(frames)).astype(np.float32)
+        dims["time"].attrs["sample_varying"] = False
+        bcs = f.create_group("boundary_conditions")
+        for axis, n, length, kind in zip(axes, shape, lengths, boundaries):
+            offset = 0.0 if kind == "periodic" else 0.5
+            dims[axis] = (-0.5 + (np.arange(n) + offset) * length / n).astype(np.float32)
+            dims[axis].attrs.update({"sample_varying": False, "time_varying": False})
+            bc = bcs.create_group(f"{axis}_{kind}")
+            bc.attrs.update({"associated_dims": [axis], "associated_fields": [], "bc_type": kind.upper(),
+                             "sample_varying": False, "time_varying": False})
+            mask = np.zeros(n, dtype=bool)
+            mask[[0, -1]] = True
+            bc["mask"] = mask
+
+        def field(group, name, data, sample=True, time=True, dims=None):
+            group[name] = data.astype(np.float32)
+            group[name].attrs.update({"dim_varying": [True] * ndim if dims is None else dims,
+                                      "sample_varying": sample, "time_varying": time})
+
+        t0, t1, t2 = (f.create_group(f"t{i}_fields") for i in range(3))
+        if fields is None:
+            t0.attrs["field_names"] = ["density", "tracer", "forcing", "obstacle"]
+            field(t0, "density", rng.normal(size=(samples, frames, *shape)))
+            field(t0, "tracer", rng.normal(size=(samples, frames, shape[0], *[1] * (ndim - 1))),
+                  dims=[True] + [False] * (ndim - 1))  # size-1 axes where it does not vary, as WellDataset tiles
+            field(t0, "forcing", rng.normal(size=(frames, *shape)), sample=False)
+            field(t0, "obstacle", rng.normal(size=(samples, *shape)), time=False)
+            t1.attrs["field_names"] = ["velocity"]
+            field(t1, "velocity", rng.normal(size=(samples, frames, *shape, ndim)))
+            t2.attrs["field_names"] = ["stress"]
+            field(t2, "stress", rng.normal(size=(samples, frames, *shape, ndim, ndim)))
+        else:
+            for order, group in enumerate((t0, t1, t2)):
+                group.attrs["field_names"] = [name for name, rank in fields.items() if rank == order]
+                for name in group.attrs["field_names"]:
+                    field(group, name, rng.normal(size=(samples, frames, *shape, *(ndim,) * order)))
+        scalars = f.create_group("scalars")
+        scalars.attrs["field_names"] = [*params, "energy"]
+        for name, value in params.items():
+            scalars[name] = np.array(value)
+            scalars[name].attrs.update({"sample_varying": False, "time_varying": False})
+        scalars["energy"] = rng.normal(size=frames)
+        scalars["energy"].attrs.update({"sample_varying": False, "time_varying": True})
+    return path
+
+
 @pytest.fixture
 def layouts():
     """The writers of the published layouts: ``layouts.fno_v5(path, u, a)``, ``layouts.pdearena(...)``, ..."""
     return SimpleNamespace(fno_v5=write_fno_v5, fno_v73=write_fno_v73, pdebench_cfd=write_pdebench_cfd,
-                           pdebench_2d=write_pdebench_2d, pdearena=write_pdearena)
+                           pdebench_2d=write_pdebench_2d, pdearena=write_pdearena, the_well=write_well_file)
 
 
 def write_toy_member(path, samples=6, frames=7, n=16, channels=1, grid="periodic", ndim=2, seed=0, kind="trajectory"):

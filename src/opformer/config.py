@@ -210,9 +210,10 @@ class ImportedConfig:
     """Where the weights of a run that ``opformer import`` wrote came from (a trained run has none)."""
 
     format: ImportFormat
-    source: str  # the file read, as given
+    source: str  # the file read, as given (hf://OWNER/NAME/PATH for a file of the Hugging Face Hub)
     sha256: str  # of that file's bytes
     preset: str = ""  # the authors' size the weights have (DPOT: Ti, S, M, L, H, 3D ...), if known
+    revision: str = ""  # the Hub commit the file was taken at (hf:// sources)
 
 
 @dataclass

@@ -122,3 +122,31 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write a small text file via a temporary name and a rename."""
     with atomic_replace(path) as tmp:
         tmp.write_text(text)
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new temporary sibling folder of ``path`` (absent or empty) to fill; on success it is renamed to
+    ``path``, so a failed writer leaves nothing. The folder gets ordinary permissions (as ``mkdir`` makes it)."""
+    path = Path(path)
+    parent = path.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # not mkdtemp's private one
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+    try:
+        yield tmp
+        if path.is_dir():
+            path.rmdir()  # empty: the renamed folder takes its place
+        os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO,
+                             errno.ENOTEMPTY):
+            raise
+        raise StorageError(f"{path}: could not be written ({os.strerror(exc.errno)}); nothing was written") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

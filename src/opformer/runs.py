@@ -126,12 +126,23 @@ def _provenance() -> dict[str, Any]:
             "torch": torch.__version__, "python": sys.version.split()[0]}
 
 
-def record_import(run_dir: Path, imported: dict[str, Any]) -> None:
-    """``run.json`` of a run that ``opformer import`` wrote: one record of the import (command, versions, and
-    ``imported``: the format, the source file and its SHA-256), no training sessions."""
+def record_import(run_dir: Path, imported: dict[str, Any], sessions: list[dict[str, Any]] | None = None) -> None:
+    """``run.json`` of a run that ``opformer import`` wrote: ``sessions`` (the training sessions of an exported
+    opformer run; none for foreign weights), then one record of the import (command, versions, and
+    ``imported``: the format, the source and its SHA-256)."""
     now = _now()
     record = {**_provenance(), "started": now, "ended": now, "imported": imported}
-    write_atomic(run_dir / SESSIONS, json.dumps({"sessions": [record]}, indent=2) + "\n")
+    write_atomic(run_dir / SESSIONS, json.dumps({"sessions": [*(sessions or []), record]}, indent=2) + "\n")
+
+
+def import_record(run_dir: Path) -> dict[str, Any] | None:
+    """The ``imported`` record of a run that ``opformer import`` wrote (in ``summary.json``; an exported opformer
+    run keeps its own run config, so this says that its weights were not trained in this folder), else None."""
+    try:
+        record = json.loads((run_dir / SUMMARY).read_text()).get("imported")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def end_session(run_dir: Path, sessions: list[dict[str, Any]], last_epoch: int) -> None:

@@ -13,7 +13,8 @@ EXAMPLES = {
     "generate": "opformer generate burgers --samples 1224 --resolution 8192 --out data/burgers.h5\n"
                 "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
-    "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200",
+    "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200\n"
+               "  opformer convert the-well shear_flow/data/{train,valid,test}/*.hdf5 --out data/shear_flow.h5",
     "verify": "opformer verify data/ns_1e-3.h5 data/burgers.h5",
 }
 
@@ -39,7 +40,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    """``opformer convert FORMAT SRC``: a published file in opformer's format."""
+    """``opformer convert FORMAT SRC...``: a published file (or files of one data set) in opformer's format."""
     from opformer.data.convert import convert_file
     from opformer.data.readers.registry import OPTIONS
 
@@ -47,6 +48,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     path, count = convert_file(args.format, args.src, args.out, samples=args.samples,
                                **{name: getattr(args, name) for name in OPTIONS})
     print(f"wrote {count} samples to {path}")
+    if args.format == "the-well":
+        from opformer.data.store import read_info
+
+        splits = {name: (a, min(b, count)) for name, (a, b) in read_info(path).pde["the_well"]["splits"].items()
+                  if a < count}
+        print("The Well's splits: " + ", ".join(f"{name} samples {a}..{b - 1} ({b - a})"
+                                                for name, (a, b) in splits.items())
+              + " (data.n_train, n_val, n_test of a run, in this order)")
     return 0
 
 
@@ -88,7 +97,8 @@ def add_parsers(add: AddCommand) -> None:
     p = add("convert", "Convert a published data set to opformer's HDF5 format.")
     p.add_argument("format", choices=sorted(READERS), help="the file's layout: " + "; ".join(
         f"{name}, {reader.summary}" for name, reader in READERS.items()))
-    p.add_argument("src", help="the published file")
+    p.add_argument("src", nargs="+", metavar="SRC", help="the published file (the-well: one or more files of one "
+                   "data set)")
     p.add_argument("--out", required=True, help="HDF5 file to write")
     p.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")

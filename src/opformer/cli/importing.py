@@ -1,5 +1,6 @@
 """``opformer import``: weights trained by another code base (DPOT's authors, the Galerkin Transformer package,
-neuraloperator) as a run directory that every other command takes."""
+neuraloperator) or an exported opformer model, from a file, a folder or the Hugging Face Hub, as a run directory
+that every other command takes; ``opformer export``: a run as a model repository others can load."""
 
 from __future__ import annotations
 
@@ -7,24 +8,41 @@ import argparse
 from pathlib import Path
 
 from opformer.cli.options import AddCommand, writable_folder
+from opformer.errors import ConfigError
 
 #: the formats of :mod:`opformer.imports` (named here so that the parser does not import torch's models)
-FORMATS = ("dpot", "galerkin-transformer", "neuraloperator")
+FORMATS = ("dpot", "galerkin-transformer", "neuraloperator", "opformer")
 
 EXAMPLES = {
     "import": "opformer import dpot model_Ti.pth --out runs/dpot_ti\n"
+              "  opformer import dpot hf://hzk17/DPOT/model_Ti.pth --out runs/dpot_ti\n"
               "  opformer import galerkin-transformer burgers_gt.pt --config burgers.yaml --out runs/gt_imported\n"
-              "  opformer import neuraloperator fno1d_state_dict.pt --out runs/fno_imported",
+              "  opformer import neuraloperator fno1d_state_dict.pt --out runs/fno_imported\n"
+              "  opformer import opformer hf://OWNER/NAME --revision v1 --out runs/shared",
+    "export": "opformer export runs/gt exported/gt --metrics gt.json",
 }
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``opformer import FORMAT SRC --out RUN``: convert, check and write the run; print what was found."""
+    writable_folder("--out", args.out, Path(args.out), create=True)
+    if args.format == "opformer":
+        from opformer.imports.repository import import_repository
+
+        unused = [o for o, v in (("--config", args.config), ("--modes", args.modes)) if v is not None]
+        if unused or args.grid != "nodes":
+            raise ConfigError(f"{(unused or ['--grid'])[0]}: not used with format opformer")
+        out, repository = import_repository(args.source, args.out, args.revision)
+        spec, summary = repository.config["spec"], repository.config["training"].get("summary") or {}
+        parameters = f", {summary['parameters']:,} parameters" if isinstance(summary.get("parameters"), int) else ""
+        print(f"imported the opformer model of {repository.source} (format version "
+              f"{repository.config['format_version']}): {spec['model']['name']}{parameters}")
+        print(f"wrote {out}")
+        return 0
     from opformer.imports import import_run
 
-    writable_folder("--out", args.out, Path(args.out), create=True)
-    out, imported = import_run(args.format, args.source, args.out, config=args.config, modes=args.modes,
-                               grid=args.grid)
+    out, imported = import_run(args.format, args.source, args.out, args.revision, config=args.config,
+                               modes=args.modes, grid=args.grid)
     parameters = sum(t.numel() for t in imported.state.values())
     model = imported.config["name"] + (f" ({imported.preset})" if imported.preset else "")
     print(f"imported {args.format} weights of {args.source}: {model}, {parameters:,} parameters"
@@ -33,13 +51,29 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """``opformer export RUN DIR``: the run's best checkpoint as a model repository."""
+    from opformer.imports.repository import export_run
+
+    writable_folder("DIR", args.dir, Path(args.dir), create=True)
+    out = export_run(args.run, args.dir, args.metrics)
+    sizes = ", ".join(f"{p.name} {p.stat().st_size:,} bytes" for p in sorted(out.iterdir()))
+    print(f"exported {args.run} to {out}: {sizes}")
+    return 0
+
+
 def add_parsers(add: AddCommand) -> None:
-    """The parser of ``import``."""
-    p = add("import", "Weights of DPOT's authors, the Galerkin Transformer package or neuraloperator as a run "
-                      "directory (docs/models.md).")
-    p.add_argument("format", choices=FORMATS, help="the code base the weights come from")
-    p.add_argument("source", help="the weights file (read without unpickling code)")
+    """The parsers of ``import`` and ``export``."""
+    p = add("import", "Weights of DPOT's authors, the Galerkin Transformer package, neuraloperator or an exported "
+                      "opformer model, local or from the Hugging Face Hub, as a run directory (docs/models.md).")
+    p.add_argument("format", choices=FORMATS, help="the code base the weights come from (opformer: a model "
+                                                   "repository written by opformer export)")
+    p.add_argument("source", help="the weights file (read without unpickling code), the exported folder (format "
+                                  "opformer), or hf://OWNER/NAME[@REVISION][/PATH] on the Hugging Face Hub "
+                                  "(through huggingface_hub's cache; HF_HUB_OFFLINE=1: the cache only)")
     p.add_argument("--out", required=True, help="run directory to write (absent or empty)")
+    p.add_argument("--revision", help="hf:// sources: the branch, tag or commit to take (default main); the "
+                                      "commit it resolves to is recorded in run.json")
     p.add_argument("--config", help="galerkin-transformer: the SimpleTransformer config (YAML or JSON) if the file "
                                     "holds none")
     p.add_argument("--modes", type=int, help="dpot: Fourier modes of the mixer (default: the file's args.modes, "
@@ -48,3 +82,9 @@ def add_parsers(add: AddCommand) -> None:
                    help="galerkin-transformer: the coordinates the model was trained with: nodes (linspace(0, 1, n), "
                         "the package's Burgers data; default) or periodic (i / n)")
     p.set_defaults(func=cmd_import)
+    p = add("export", "A run's best checkpoint as a Hub-style model repository: model.safetensors, config.json, "
+                      "README.md (docs/models.md).")
+    p.add_argument("run", help="the run directory")
+    p.add_argument("dir", help="the folder to write (absent or empty); upload it as a Hub model repository")
+    p.add_argument("--metrics", help="a JSON file of opformer evaluate --json whose results go into the model card")
+    p.set_defaults(func=cmd_export)

@@ -11,7 +11,8 @@ from opformer.cli.options import DEVICE_HELP, AddCommand, output_path, parse_res
 from opformer.errors import ConfigError
 
 EXAMPLES = {
-    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json",
+    "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json\n"
+                "  opformer evaluate runs/well_fno --metrics well --windows 6:12,13:30 --frames 30",
     "plot": "opformer plot runs/gt --data data/burgers.h5",
     "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
 }
@@ -19,7 +20,7 @@ EXAMPLES = {
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
-    from opformer.eval.evaluate import evaluate_run, format_table
+    from opformer.eval.evaluate import evaluate_run, format_table, format_well_table
     from opformer.eval.members import evaluate_file, evaluate_mixture, format_mixture_table
     from opformer.io import write_atomic
 
@@ -29,12 +30,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
     if args.frames is not None and args.frames < 1:
         raise ConfigError(f"--frames {args.frames}: expected at least 1 frame")
+    windows = _windows(args) if args.metrics == "well" else None
+    if windows is None and args.windows is not None:
+        raise ConfigError("--windows: only with --metrics well")
     run_config = load_run_config(args.run)
     stored, imported = run_config.data, run_config.imported
     if imported and data is None:
         raise ConfigError(f"{args.run}: holds {imported.format} weights imported from {imported.source}; give the "
                           "data to evaluate them on with --data FILE")
     split = args.split or ("all" if imported else "test")  # imported weights saw none of the file
+    if windows is not None and ((imported and imported.format == "dpot") or (stored.mixture and data is None)):
+        raise ConfigError("--metrics well: for runs evaluated on one data file (not a mixture run's members, not "
+                          "imported DPOT weights)")
     if imported and imported.format == "dpot":
         if resolutions is not None:
             raise ConfigError("--resolutions: an imported DPOT is evaluated on the file's stored grid")
@@ -52,12 +59,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.paper_lengths:
             raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
         data, resolutions = data or stored.path, resolutions or [stored.resolution]
-        rows = evaluate_run(args.run, data, resolutions, split=split, device=args.device, frames=args.frames)
+        rows = evaluate_run(args.run, data, resolutions, split=split, device=args.device, frames=args.frames,
+                            well_windows=windows)
         print(format_table(rows, f"{args.run} on {data} ({split} split)"))
+        if windows is not None:
+            print(format_well_table(rows))
     if json_path:
         write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": split,
                                             "results": rows}, indent=2) + "\n")
     return 0
+
+
+def _windows(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
+    """``--windows`` (default The Well's 6:12,13:30) as (first, stop) pairs of predicted frames."""
+    from opformer.eval.metrics import WELL_WINDOWS, parse_windows
+
+    if args.windows is None:
+        return WELL_WINDOWS
+    try:
+        return parse_windows(args.windows)
+    except ValueError:
+        raise ConfigError(f"--windows {args.windows}: expected START:STOP[,START:STOP...], 0 <= START < STOP "
+                          "(predicted frames START..STOP-1, 0 the first predicted)") from None
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -97,6 +120,11 @@ def add_parsers(add: AddCommand) -> None:
                         "else all)")
     p.add_argument("--paper-lengths", action="store_true",
                    help="a mixture run: roll out each member for the DPOT paper's number of frames")
+    p.add_argument("--metrics", choices=["l2", "well"], default="l2",
+                   help="l2: relative L2 (default); well: also The Well's VRMSE and NRMSE per channel over rollout "
+                        "windows (trajectory data)")
+    p.add_argument("--windows", help="with --metrics well: windows of predicted frames START:STOP,... (0 the first "
+                                     "predicted frame; default 6:12,13:30, The Well's)")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_evaluate)

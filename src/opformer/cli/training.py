@@ -19,15 +19,16 @@ EXAMPLES = {
 def cmd_train(args: argparse.Namespace) -> int:
     """``opformer train``: train (or resume) a run and print its best validation error."""
     from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config
-    from opformer.runs import load_run_config
+    from opformer.runs import import_record, load_run_config
     from opformer.runtime import resolve_device
     from opformer.train.trainer import train
 
     if args.resume:
         run_dir = Path(args.resume)
         config = load_run_config(run_dir)
-        if config.imported:
-            raise ConfigError(f"--resume {run_dir}: holds imported {config.imported.format} weights, not a training "
+        imported = config.imported.format if config.imported else (import_record(run_dir) or {}).get("format")
+        if imported:
+            raise ConfigError(f"--resume {run_dir}: holds imported {imported} weights, not a training "
                               f"run; fine-tune them in a new run with init: {{checkpoint: {run_dir}}}")
         if args.config or any(not item.startswith("train.epochs=") for item in args.set):
             raise ConfigError("--resume continues a run with its stored config; give no CONFIG, and --set only "

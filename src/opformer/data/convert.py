@@ -10,6 +10,7 @@ while converting.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,20 @@ from opformer.io import atomic_path
 UNKNOWN_SEED = -1
 
 
-def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *, samples: int | None = None,
-                 **options: Any) -> tuple[Path, int]:
-    """Read ``src`` in the published ``layout`` and write its first ``samples`` samples (default all) to ``out``;
-    returns the path and the number of samples written. ``options``: the layout's options (``None``: not given).
-    A wrong or truncated file is a one-line DataError and nothing is written."""
-    source = open_source(layout, src, options)
+def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
+                 samples: int | None = None, **options: Any) -> tuple[Path, int]:
+    """Read ``src`` (a file, or several for a layout that reads them as one data set) in the published ``layout``
+    and write its first ``samples`` samples (default all) to ``out``; returns the path and the number of samples
+    written. ``options``: the layout's options (``None``: not given). A wrong or truncated file is a one-line
+    DataError and nothing is written."""
+    paths = [src] if isinstance(src, (str, os.PathLike)) else list(src)
+    names = [Path(p).name for p in paths]
+    label = str(paths[0]) if len(paths) == 1 else f"{len(paths)} files ({names[0]}, ...)"
+    source = open_source(layout, paths, options)
     if samples is not None and not 1 <= samples <= source.samples:
-        raise ConfigError(f"--samples {samples}: expected 1 to {source.samples} (the samples in {src})")
+        raise ConfigError(f"--samples {samples}: expected 1 to {source.samples} (the samples in {label})")
     if samples is not None and samples != source.samples and source.every_sample:
-        raise ConfigError(f"--samples {samples}: format {layout} takes every sample of {src} (its settings may "
+        raise ConfigError(f"--samples {samples}: format {layout} takes every sample of {label} (its settings may "
                           "hold values per sample)")
     count = source.samples if samples is None else samples
     out = Path(out)
@@ -46,9 +51,10 @@ def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *,
         if source.read_frame is not None:
             _copy_frames(source, arrays[0])
         else:
-            _copy_samples(source, arrays, src)
+            _copy_samples(source, arrays, label)
         pde = {**source.pde, **{key: values[:count].tolist() for key, values in source.per_sample.items()}}
-        solver = {"name": "not recorded: converted from a published file", "converted_from": Path(src).name,
+        solver = {"name": "not recorded: converted from a published file",
+                  "converted_from": names[0] if len(names) == 1 else names,
                   "layout": layout, **source.solver}
         common = {"pde": pde, "solver": solver, "domain": source.domain, "extra": source.extra,
                   "seed": UNKNOWN_SEED if source.seed is None else source.seed}
@@ -64,7 +70,7 @@ def convert_file(layout: str, src: str | os.PathLike, out: str | os.PathLike, *,
     return path, count
 
 
-def _copy_samples(source: Source, arrays: list[np.ndarray], src: str | os.PathLike) -> None:
+def _copy_samples(source: Source, arrays: list[np.ndarray], src: str) -> None:
     """Fill ``arrays`` (the first ``len(arrays[0])`` samples) with the reader's samples, a chunk at a time."""
     count, step = len(arrays[0]), source.chunk()
     for start in range(0, count, step):

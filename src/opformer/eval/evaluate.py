@@ -12,7 +12,8 @@ from opformer.data.pairs import load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, Step, persistence, rollout_errors, split_errors
+from opformer.eval.metrics import (
+    NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, persistence, rollout_errors, split_errors, well_errors, window_means)
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
@@ -77,21 +78,32 @@ def load_run(run_dir: str | os.PathLike) -> tuple[str, Surrogate, dict[str, Any]
 
 def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
                  split: str = "test", device: str = "auto", batch_size: int | None = None,
-                 frames: int | None = None) -> list[dict[str, Any]]:
+                 frames: int | None = None,
+                 well_windows: Sequence[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
 
     ``split`` uses the run's n_train/n_val/n_test (``all`` takes every sample, for a separate test file).
     Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
     noise realisation of the same level (seeded by the run's seed and the split). Trajectory data are rolled
-    out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all).
+    out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all);
+    ``well_windows`` adds The Well's metrics over those windows of the rollout (:func:`well_metrics`).
     """
     checkpoint, surrogate, payload = load_run(run_dir)
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
     if read_info(data_path).kind == "trajectory":
-        return [rollout_row(surrogate, payload, checkpoint, data_path, r, split, dev, batch_size, frames=frames)[0]
-                for r in resolutions]
+        rows = []
+        for resolution in resolutions:
+            row, data, preds = rollout_row(surrogate, payload, checkpoint, data_path, resolution, split, dev,
+                                           batch_size, frames=frames)
+            if well_windows is not None:
+                row["well"] = well_metrics(preds, data, surrogate.spec["data"]["t_in"], well_windows)
+            rows.append(row)
+        return rows
+    if well_windows is not None:
+        raise ConfigError(f"--metrics well: {data_path} holds operator pairs; The Well's metrics are over rollout "
+                          "windows of trajectories")
     rows = []
     noise_level = cfg["data"].get("input_noise", 0.0)
     for resolution in resolutions:
@@ -150,6 +162,46 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
         "l2re_std": spread(l2re),
     }
     return row, data, preds
+
+
+def well_metrics(preds: torch.Tensor, data: TrajectorySplit, t_in: int,
+                 windows: Sequence[tuple[int, int]] = WELL_WINDOWS) -> dict[str, Any]:
+    """The Well's VRMSE and NRMSE of a rollout's predictions ``(sample, frame, *spatial, channels)`` (the frames
+    after the first ``t_in`` of ``data``), per channel over each window of predicted frames (``(a, b)``: frames
+    a..b-1, 0 the first predicted) and over all, with their mean over the channels that vary in time (a converted
+    Well file's ``pde["constant_fields"]`` are reported but not averaged, as The Well's ``full`` averages its
+    ``field_names``). A window beyond the rollout is a one-line ConfigError."""
+    frames = preds.shape[1]
+    beyond = [f"{a}:{b}" for a, b in windows if b > frames]
+    if beyond:
+        raise ConfigError(f"--windows {beyond[0]}: the rollout has {frames} predicted frames; roll out at least "
+                          f"{max(b for _, b in windows)} (--frames)")
+    channels = data.info.input_channels
+    constant = set(data.info.pde.get("constant_fields", []))
+    varying = [i for i, name in enumerate(channels) if name not in constant]
+    result: dict[str, Any] = {"windows": [f"{a}:{b}" for a, b in windows], "constant_fields": sorted(constant)}
+    for name, values in well_errors(preds, data.fields[:, t_in:t_in + frames], data.info.ndim).items():
+        result[name] = {window: {"mean": float(means[varying].mean()),
+                                 **{channel: float(v) for channel, v in zip(channels, means)}}
+                        for window, means in window_means(values, tuple(windows)).items()}
+    return result
+
+
+def format_well_table(rows: list[dict[str, Any]]) -> str:
+    """The Well's metrics of evaluation rows: a line per resolution and channel (then the mean), a column per
+    metric and window."""
+    lines = []
+    for row in rows:
+        well = row["well"]
+        windows = [*well["windows"], "all"]
+        columns = [(metric, window) for metric in ("vrmse", "nrmse") for window in windows]
+        lines.append(f"The Well's metrics at resolution {row['resolution']} (frames a:b of the rollout, 0 the first "
+                     "predicted)")
+        lines.append(f"{'channel':>16}" + "".join(f"  {f'{m.upper()} {w}':>13}" for m, w in columns))
+        for channel in [*[c for c in well["vrmse"]["all"] if c != "mean"], "mean"]:
+            note = "  (constant in time: not in the mean)" if channel in well["constant_fields"] else ""
+            lines.append(f"{channel:>16}" + "".join(f"  {well[m][w][channel]:>13.4e}" for m, w in columns) + note)
+    return "\n".join(lines)
 
 
 def spread(values: torch.Tensor) -> float:

@@ -154,3 +154,43 @@ def rollout_errors(step: Step, fields: torch.Tensor, t_in: int, n_frames: int, b
             preds.append(pred.cpu())
     predictions = torch.cat(preds) if preds else fields.new_zeros((0, n_frames, *fields.shape[2:]))
     return RolloutErrors(predictions, torch.cat(per_frame).cpu(), torch.cat(l2re).cpu())
+
+
+#: The Well's rollout windows (Ohana et al. 2024, its tables of VRMSE): predicted frames 6..11 and 13..29, counted
+#: from 0 at the first predicted frame, as its trainer's ``T=6:12`` and ``T=13:30`` (half-open slices).
+WELL_WINDOWS = ((6, 12), (13, 30))
+#: What The Well adds to a denominator (its metrics' ``eps``).
+WELL_EPS = 1e-7
+
+
+def well_errors(pred: torch.Tensor, target: torch.Tensor, ndim: int, eps: float = WELL_EPS
+                ) -> dict[str, torch.Tensor]:
+    """The Well's VRMSE and NRMSE of ``pred`` against ``target`` (``(..., *spatial, channels)``, ``ndim`` spatial
+    axes), one value per leading index and channel: ``sqrt(mean((p - t)^2) / (var(t) + eps))`` with the unbiased
+    variance over space (VRMSE: 1 is as good as predicting the field's mean), and ``sqrt(mean((p - t)^2) /
+    (mean(t^2) + eps))`` (NRMSE). Computed in float64."""
+    axes = tuple(range(-ndim - 1, -1))
+    pred, target = pred.double(), target.double()
+    mse = (pred - target).pow(2).mean(dim=axes)
+    return {"vrmse": torch.sqrt(mse / (target.var(dim=axes) + eps)),
+            "nrmse": torch.sqrt(mse / (target.pow(2).mean(dim=axes) + eps))}
+
+
+def parse_windows(text: str) -> tuple[tuple[int, int], ...]:
+    """``"6:12,13:30"`` -> ((6, 12), (13, 30)): half-open ranges of predicted frames; ValueError if malformed."""
+    windows = []
+    for part in text.split(","):
+        start, _, stop = part.strip().partition(":")
+        first, last = int(start), int(stop)
+        if not 0 <= first < last:
+            raise ValueError(part)
+        windows.append((first, last))
+    return tuple(windows)
+
+
+def window_means(values: torch.Tensor, windows: tuple[tuple[int, int], ...]) -> dict[str, torch.Tensor]:
+    """Per-(sample, frame, channel) ``values`` averaged over the samples and the frames of each window (``"a:b"``:
+    frames a..b-1) and over every frame (``"all"``): one value per channel each, as The Well's trainer averages its
+    per-frame metrics (over the batch, then the window's frames)."""
+    means = {f"{a}:{b}": values[:, a:b].mean(dim=(0, 1)) for a, b in windows}
+    return {**means, "all": values.mean(dim=(0, 1))}

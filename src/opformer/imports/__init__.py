@@ -1,26 +1,27 @@
 """``opformer import FORMAT SRC --out RUN``: weights trained by another code base as an opformer run directory.
 
-Formats (one module each): ``dpot`` (:mod:`opformer.imports.dpot`, the DPOT authors' checkpoints),
-``galerkin-transformer`` (:mod:`opformer.imports.galerkin`, the Galerkin Transformer package's
-``SimpleTransformer``), ``neuraloperator`` (:mod:`opformer.imports.neuraloperator`, FNO 1D/2D). Each reads the file
-without unpickling code, infers (or is given) the model's configuration, and maps the tensors key by key onto
-opformer's model; any unknown or missing key or wrong shape is a one-line error naming the first, and then
-nothing is written.
+Formats (one module each) of one weights file, local or ``hf://OWNER/NAME[@REV]/PATH`` on the Hugging Face
+Hub (:mod:`opformer.imports.hub`: huggingface_hub's cache, the commit recorded): ``dpot``
+(:mod:`opformer.imports.dpot`, the DPOT authors' checkpoints), ``galerkin-transformer``
+(:mod:`opformer.imports.galerkin`, the Galerkin Transformer package's ``SimpleTransformer``), ``neuraloperator``
+(:mod:`opformer.imports.neuraloperator`, FNO 1D/2D). Each reads the file without unpickling code, infers (or is
+given) the model's configuration, and maps the tensors key by key onto opformer's model; any unknown or missing
+key or wrong shape is a one-line error naming the first, and then nothing is written. ``opformer``
+(:mod:`opformer.imports.repository`) reads back a model repository that ``opformer export`` wrote.
 
 The run directory (:func:`write_run`) is the one training writes, so ``evaluate``, ``predict``, ``plot``,
 ``bench --models RUN`` and fine-tuning (``init: {checkpoint: RUN}``) take it: ``config.yaml`` (the model, its
-``rollout`` window, and ``imported``: format, source file, its SHA-256 and the preset the shapes match),
-``best.pt`` (a checksummed checkpoint with the surrogate's spec: no normalisation, the model's channels),
-``summary.json`` (parameters, no epochs) and ``run.json`` (one record: the command, versions, and the source).
-It is written into a temporary sibling folder and renamed into place, so a failed import leaves nothing.
+``rollout`` window, and ``imported``: format, source file, its SHA-256, the preset the shapes match and, for a
+Hub file, the commit), ``best.pt`` (a checksummed checkpoint with the surrogate's spec: no normalisation, the
+model's channels), ``summary.json`` (parameters, no epochs) and ``run.json`` (one record: the command, versions,
+and the source). It is written into a temporary sibling folder and renamed into place, so a failed import leaves
+nothing.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,16 @@ from torch import Tensor
 
 from opformer.config import ImportedConfig, RolloutConfig, RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError
-from opformer.imports import dpot, galerkin, neuraloperator
+from opformer.imports import dpot, galerkin, hub, neuraloperator
 from opformer.imports.weights import sha256_file
+from opformer.io import atomic_folder
 from opformer.models.surrogate import Surrogate
 from opformer.runs import check_fresh, record_import, save_checkpoint, write_run_config, write_summary
 
-FORMATS = ("dpot", "galerkin-transformer", "neuraloperator")
+#: the formats of one weights file (:func:`convert_file`)
+FILE_FORMATS = ("dpot", "galerkin-transformer", "neuraloperator")
+#: every format ``opformer import`` reads: the file formats and ``opformer`` (:mod:`opformer.imports.repository`)
+FORMATS = (*FILE_FORMATS, "opformer")
 
 
 @dataclass
@@ -98,7 +103,7 @@ def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None
         ndim = int(model["name"][3])
         data = _signature(ndim, 512 if ndim == 1 else 64, model["in_channels"], model["out_channels"], fmt)
         return Imported(model, neuraloperator.convert(state, model, where), data, "", notes)
-    raise ConfigError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    raise ConfigError(f"format {fmt!r}: expected one of {', '.join(FILE_FORMATS)}")
 
 
 def build_surrogate(imported: Imported) -> Surrogate:
@@ -132,13 +137,7 @@ def write_run(out: str | os.PathLike, imported: Imported, record: ImportedConfig
     check_fresh(out)
     config = run_config(imported, record)
     surrogate = build_surrogate(imported)
-    parent = out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.import.", dir=parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # a folder as mkdir makes it, not mkdtemp's private one
-    try:
+    with atomic_folder(out) as tmp:
         write_run_config(tmp, config)
         save_checkpoint(tmp / "best.pt", surrogate, run_config=config_to_dict(config), epoch=0, history=[],
                         best_val=math.nan)
@@ -146,22 +145,29 @@ def write_run(out: str | os.PathLike, imported: Imported, record: ImportedConfig
         write_summary(tmp, {"epochs": 0, "best_epoch": None, "best_val_relative_l2": None, "parameters": parameters,
                             "imported": config_to_dict(config)["imported"]})
         record_import(tmp, config_to_dict(config)["imported"])
-        if out.is_dir():
-            out.rmdir()  # empty (check_fresh): the renamed folder takes its place
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
-def import_run(fmt: str, source: str | os.PathLike, out: str | os.PathLike, **options: Any) -> tuple[Path, Imported]:
-    """Convert ``source`` (:func:`convert_file`) and write it as the run ``out`` (:func:`write_run`)."""
+def import_run(fmt: str, source: str | os.PathLike, out: str | os.PathLike, revision: str | None = None,
+               **options: Any) -> tuple[Path, Imported]:
+    """Convert ``source`` (a file, or ``hf://OWNER/NAME[@REV]/PATH`` fetched through :mod:`opformer.imports.hub`
+    at ``revision``; :func:`convert_file`) and write it as the run ``out`` (:func:`write_run`)."""
     out = Path(out)
-    check_fresh(out)  # before the (possibly long) conversion
-    if Path(source).is_dir():
-        raise CheckpointError(f"{source}: is a directory, expected a weights file")
-    imported = convert_file(fmt, source, **options)
-    record = ImportedConfig(format=fmt, source=str(Path(source).absolute()), sha256=sha256_file(source),
-                            preset=imported.preset)
+    check_fresh(out)  # before the (possibly long) download and conversion
+    if hub.is_hub(source):
+        where = hub.parse(str(source), revision)
+        if not where.path:
+            raise ConfigError(f"{source}: name the weights file: hf://OWNER/NAME[@REVISION]/PATH")
+        path, where = hub.download(where)
+        recorded, commit = f"{hub.PREFIX}{where.repo}/{where.path}", where.commit
+    else:
+        if revision is not None:
+            raise ConfigError("--revision: only used with hf:// sources")
+        path = Path(source)
+        if path.is_dir():
+            raise CheckpointError(f"{source}: is a directory, expected a weights file")
+        recorded, commit = str(path.absolute()), ""
+    imported = convert_file(fmt, path, **options)
+    record = ImportedConfig(format=fmt, source=recorded, sha256=sha256_file(path), preset=imported.preset,
+                            revision=commit)
     return write_run(out, imported, record), imported

@@ -1,5 +1,9 @@
 """FNO .mat files, v5 (scipy) and v7.3 (HDF5 with reversed axes), written in the published layouts."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -97,3 +101,44 @@ def test_a_bad_t_is_named(tmp_path, layouts, version, t, message):
     u, a = fno_arrays()
     with pytest.raises(DataError, match=message):
         read_fno_mat(getattr(layouts, version)(tmp_path / "ns.mat", u, a, np.asarray(t, dtype=np.float64)))
+
+
+DAMAGED = Path(__file__).resolve().parents[2] / "fixtures" / "mat" / "damaged_v5.mat"
+
+
+def test_a_file_that_crashes_scipy_is_one_line(tmp_path):
+    """tests/fixtures/mat/damaged_v5.mat: a 608-byte v5 file (u, a, t of 2 samples) with one byte changed (0 -> 1
+    at offset 185, a dimension tag of 'u'), on which scipy 1.17's loadmat dies with SIGSEGV. Read in a child
+    process, it is a one-line DataError naming the file, and the command exits 2 without writing."""
+    import scipy
+
+    if scipy.__version__.startswith("1.17"):  # the hazard itself: loadmat in a process of its own dies of a signal
+        code = f"import scipy.io; scipy.io.loadmat({str(DAMAGED)!r}, variable_names=('a', 'u', 't'))"
+        assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode < 0
+    with pytest.raises(DataError, match=r"damaged_v5\.mat: ") as caught:
+        read_fno_mat(DAMAGED)
+    assert "\n" not in str(caught.value)
+    if scipy.__version__.startswith("1.17"):
+        assert "scipy's MATLAB reader crashed on it (SIGSEGV, 608 bytes)" in str(caught.value)
+    from opformer.cli import main
+
+    assert main(["convert", "fno-mat", str(DAMAGED), "--out", str(tmp_path / "out.h5")]) == 2
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_the_child_reads_exactly_what_scipy_reads(tmp_path, layouts):
+    """A whole v5 file through the child process: the arrays scipy's loadmat returns, bit for bit; a variable that
+    is not a numeric array is refused in one line."""
+    from opformer.data.readers.matv5 import load_v5
+
+    u, a = fno_arrays(3)
+    path = layouts.fno_v5(tmp_path / "ns.mat", u, a)
+    direct = scipy.io.loadmat(path, variable_names=("a", "u", "t"))
+    read = load_v5(path, ("a", "u", "t", "missing"), "u and a")
+    assert sorted(read) == ["a", "t", "u"]
+    for key in read:
+        assert read[key].dtype == direct[key].dtype
+        np.testing.assert_array_equal(read[key], direct[key])
+    scipy.io.savemat(tmp_path / "cell.mat", {"a": np.array(["text"], dtype=object)})
+    with pytest.raises(DataError, match=r"cell\.mat: variable 'a' is not a numeric array"):
+        load_v5(tmp_path / "cell.mat", ("a",), "a")

@@ -5,7 +5,8 @@ periodic unit square (first axis x, second y, as FNO's solver indexes them). FNO
 ``record_steps`` record times, ``(1, T)`` in the file) beside them: the published files hold t = 1..T, another
 ``record_steps`` e.g. 0.25, 0.5, ...; a file without ``t`` is taken to hold 1..T. The frames ``0, t_1, ..., t_T``
 must be equally spaced. Version 5 files are read with
-``scipy.io.loadmat`` (whole); version 7.3 files are HDF5, where MATLAB's column-major storage shows every array
+``scipy.io.loadmat`` (whole), in a child process (:mod:`opformer.data.readers.matv5`: a damaged file can crash
+scipy); version 7.3 files are HDF5, where MATLAB's column-major storage shows every array
 with its axes reversed (``u`` as ``(T, Y, X, N)``): they are read in parts and transposed back
 (3, 2, 1, 0) — not (3, 1, 2, 0), DPOT's loader, which swaps x and y. There the samples vary fastest on disk,
 so :func:`opformer.data.convert.convert_file` reads them a frame of every sample at a time (``read_frame``).
@@ -13,7 +14,6 @@ so :func:`opformer.data.convert.convert_file` reads them a frame of every sample
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import h5py
@@ -21,13 +21,11 @@ import numpy as np
 
 from opformer.errors import DataError
 from opformer.grids import PERIODIC
+from opformer.data.readers.matv5 import load_v5
 from opformer.data.readers.source import (
     TRAJECTORY, Source, dataset, domain, finite, open_hdf5, read_slice, tidy)
 
 LAYOUT = "u (N, X, Y, T) and a (N, X, Y)"
-#: What scipy's ``loadmat`` raises, besides its ``MatReadError``, on a file that is not a whole MATLAB v5 file (a
-#: 1-byte file, a short text file, a truncated or damaged one: ``IndexError``, ``OSError``, ``ValueError`` seen).
-_V5_FAILURES = (ValueError, TypeError, OSError, NotImplementedError, IndexError, KeyError, EOFError, zlib.error)
 
 
 def _frames(path: Path, a: np.ndarray, u: np.ndarray, first: int) -> np.ndarray:
@@ -104,17 +102,7 @@ def _read_v73(path: Path) -> Source:
 
 
 def _read_v5(path: Path) -> Source:
-    import scipy.io
-
-    size = path.stat().st_size
-    if size == 0:
-        raise DataError(f"{path}: empty file (0 bytes), expected a MATLAB .mat file with {LAYOUT}")
-    try:
-        variables = scipy.io.loadmat(path, variable_names=("a", "u", "t"))
-    except (scipy.io.matlab.MatReadError, *_V5_FAILURES) as exc:
-        reason = " ".join(str(exc).split())[:80]
-        raise DataError(f"{path}: not a readable MATLAB file ({size} byte{'s' * (size != 1)}; scipy: "
-                        f"{exc.__class__.__name__}{': ' * bool(reason)}{reason}); truncated or not a .mat?") from None
+    variables = load_v5(path, ("a", "u", "t"), LAYOUT)  # in a child process: a damaged file can crash scipy
     for key in ("a", "u"):
         if key not in variables:
             raise DataError(f"{path}: missing variable '{key}' (expected {LAYOUT})")

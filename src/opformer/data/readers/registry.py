@@ -7,7 +7,7 @@ follow. Adding a layout is one module with its reader and one entry in ``READERS
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
 from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source
+from opformer.data.readers.the_well import read_the_well
 
 
 def _names(text: str) -> list[str]:
@@ -73,17 +74,19 @@ OPTIONS = {
     "lengths": Option("the domain's length along each spatial axis, comma-separated; "
                       "their number is the number of spatial axes (default 1,1)", _lengths),
     "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
-                   "periodic, neuraloperator nodes)", _grid),
+                   "periodic, neuraloperator nodes, the-well periodic where its boundary is, else cells)", _grid),
 }
 
 
 @dataclass(frozen=True)
 class Reader:
-    """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes."""
+    """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes; ``many``: it reads
+    several files as one data set, ``read(paths, **options)``."""
 
     read: Callable[..., Source]
     summary: str
     options: tuple[str, ...] = ()
+    many: bool = False
 
 
 #: ``opformer convert FORMAT``: every layout.
@@ -100,6 +103,9 @@ READERS = {
                      ("kind", "keys", "target", "lengths", "grid")),
     "opformer": Reader(read_opformer, "an opformer data file, rewritten in the current layout (chunk checksums: "
                        "files written before them are hashed whole on every first open)"),
+    "the-well": Reader(read_the_well, "The Well's .hdf5 files of one data set (its train, valid and test files in "
+                       "one go: train first): t0/t1/t2 fields as channels, boundaries as grid kinds", ("grid",),
+                       many=True),
 }
 
 
@@ -113,12 +119,19 @@ def option_help(option: str) -> str:
     return f"{', '.join(users(option))}: {OPTIONS[option].help}"
 
 
-def open_source(name: str, path: str | Path, options: dict[str, Any]) -> Source:
-    """The reader ``name`` applied to ``path`` with ``options`` (``None``: not given; text is parsed); an
-    unknown layout or an option the layout does not take is a one-line ConfigError."""
+def open_source(name: str, path: str | Path | Sequence[str | Path], options: dict[str, Any]) -> Source:
+    """The reader ``name`` applied to ``path`` (several paths: a layout that reads ``many``) with ``options``
+    (``None``: not given; text is parsed); an unknown layout, several files for a layout of one, or an option the
+    layout does not take is a one-line ConfigError."""
     if name not in READERS:
         raise ConfigError(f"format {name!r}: expected one of {', '.join(READERS)}")
     reader = READERS[name]
+    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+    if not paths:
+        raise ConfigError(f"format {name}: no file given")
+    if len(paths) != 1 and not reader.many:
+        many = ", ".join(key for key, entry in READERS.items() if entry.many)
+        raise ConfigError(f"{len(paths)} files given: format {name} reads one file ({many} reads several)")
     values = {}
     for key, value in options.items():
         if value is None:
@@ -128,4 +141,4 @@ def open_source(name: str, path: str | Path, options: dict[str, Any]) -> Source:
         if key not in reader.options:
             raise ConfigError(f"--{key}: only used by {', '.join(users(key))} (not by {name})")
         values[key] = OPTIONS[key].parse(value) if isinstance(value, str) else value
-    return reader.read(Path(path), **values)
+    return reader.read(paths if reader.many else paths[0], **values)
