@@ -213,7 +213,9 @@ def anonymous_rise() -> Iterator[dict[str, float]]:
 
 def command() -> str:
     """The command line of the running script, as a results file records it."""
-    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    script = Path(sys.argv[0]).resolve()
+    where = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path("benchmarks") / script.name
+    return " ".join(["python", str(where), *sys.argv[1:]])
 
 
 def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
