@@ -306,7 +306,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return payload
 
 
-def load_surrogate(path: str | os.PathLike) -> tuple[Surrogate, dict[str, Any]]:
+def load_checkpoint_surrogate(path: str | os.PathLike) -> tuple[Surrogate, dict[str, Any]]:
     """Rebuild the surrogate stored in a checkpoint (in eval mode) and return it with the checkpoint."""
     payload = load_checkpoint(path)
     try:

@@ -307,3 +307,18 @@ def test_an_open_file_reads_many_times_and_reopens_in_another_process(tmp_path):
     copy.close()
     with pytest.raises(DataError, match=r"nope\.h5: no such data file"):
         open_dataset_file(tmp_path / "nope.h5")
+
+
+def test_further_sample_first_datasets_are_stored_beside_and_checked(tmp_path):
+    x, y = np.zeros((3, 4, 1)), np.ones((3, 4, 1))
+    common = {"pde": {}, "solver": {}, "domain": {"lengths": [1.0], "periodic": [True]}, "seed": 0,
+              "input_channels": ["a"], "target_channels": ["u"]}
+    bound = np.array([0.1, np.inf, 0.3])
+    path = store.write_operator_dataset(tmp_path / "p.h5", x, y, datasets={"bound": bound}, **common)
+    assert read_info(path).n_samples == 3 and store.verify_file(path)
+    with h5py.File(path) as f:
+        assert f["bound"].dtype == np.float32 and np.array_equal(f["bound"][:], bound.astype(np.float32))
+    for name, value in (("target", bound), ("bound", bound[:2])):
+        with pytest.raises(DataError, match=f"further dataset '{name}' must have a name of its own and 3 samples"):
+            store.write_operator_dataset(tmp_path / "q.h5", x, y, datasets={name: value}, **common)
+    assert not (tmp_path / "q.h5").exists()

@@ -13,7 +13,7 @@ from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, relative_l2_per_sample, rollout
 from opformer.eval.members import evaluate_mixture, paper_frames
-from opformer.runs import load_surrogate
+from opformer.runs import load_checkpoint_surrogate
 from opformer.train.trainer import train
 
 
@@ -34,7 +34,7 @@ def mixture_run(tmp_path, toy_mixture):
 
 def direct(run, path, samples, split, frames, channels):
     """The member's L2RE and persistence L2RE computed here from the file, the checkpoint and the formula."""
-    surrogate, _ = load_surrogate(run / "best.pt")
+    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
     data = load_trajectories(path, split, n_train=3, n_val=1, n_test=samples)
     fields = pad_channels(data.fields, 2)
     mask = torch.arange(2) < channels

@@ -10,7 +10,7 @@ from opformer.data.pairs import load_split
 from opformer.errors import ConfigError, DataError
 from opformer.eval.evaluate import evaluate_run
 from opformer.eval.metrics import predict, split_errors
-from opformer.runs import load_surrogate
+from opformer.runs import load_checkpoint_surrogate
 from opformer.train.trainer import Trainer, train
 
 
@@ -23,7 +23,7 @@ def test_forward_problem_imposes_the_dirichlet_boundary_and_selects_on_validatio
                                                                                    darcy_config):
     run = tmp_path / "fwd"
     train(config_from_dict(darcy_config(darcy_file, epochs=2)), run)
-    surrogate, _ = load_surrogate(run / "best.pt")
+    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
     test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
     pred = predict(surrogate, test.inputs, 2, torch.device("cpu"))
     assert pred.shape == (2, 9, 9, 1)
@@ -43,7 +43,7 @@ def test_inverse_problem_evaluates_with_a_fixed_noise_realisation(tmp_path, darc
     (again,) = evaluate_run(run, darcy_file, [9], split="val")
     assert first == again
     assert first["relative_l2"] == pytest.approx(best_val(run), rel=1e-5)  # the noise validation used
-    surrogate, _ = load_surrogate(run / "best.pt")
+    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
     val = load_split(darcy_file, "val", n_train=8, n_val=2, n_test=2, resolution=9, target_resolution=5,
                      direction="inverse")
     clean = float(split_errors(surrogate, val, 2, torch.device("cpu")).mean())

@@ -12,11 +12,11 @@ import threading
 from collections.abc import Sequence
 
 from opformer import __version__
-from opformer.cli import bench, data, importing, quickstart, results, training
+from opformer.cli import bench, data, importing, quickstart, results, training, trust
 from opformer.errors import ConfigError, OpformerError
 
 #: The command groups in the order of ``opformer --help``.
-GROUPS = (data, training, results, importing, quickstart, bench)
+GROUPS = (data, training, results, trust, importing, quickstart, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

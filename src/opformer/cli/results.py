@@ -14,7 +14,9 @@ EXAMPLES = {
     "evaluate": "opformer evaluate runs/gt --data data/burgers.h5 --resolutions 512,2048,8192 --json gt.json\n"
                 "  opformer evaluate runs/well_fno --metrics well --windows 6:12,13:30 --frames 30",
     "plot": "opformer plot runs/gt --data data/burgers.h5",
-    "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5",
+    "predict": "opformer predict runs/gt --input new_inputs.h5 --output predictions.h5\n"
+               "  opformer predict runs/ns --input last_frames.npy --output forecast.npy --frames 20\n"
+               "  opformer predict runs/gt --input new_inputs.h5 --output predictions.h5 --tolerance 0.01",
 }
 
 
@@ -89,18 +91,42 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     out = args.out or args.run  # the plots go into the run directory without --out
     writable_folder("--out", out, Path(out), create=True)
-    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device):
+    bounds = None
+    if args.coverage is not None:
+        from opformer.trust.calibration import load_calibration
+        from opformer.trust.conformal import check_coverage
+
+        coverage, calibration = check_coverage(args.coverage, "--coverage"), load_calibration(args.run)
+        bounds = lambda inputs, predictions: calibration.bounds(inputs, predictions, coverage)  # noqa: E731
+    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device,
+                         bounds=bounds, bound_label=f"bound at coverage {args.coverage:g}" if bounds else "bound"):
         print(f"wrote {path}")
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    """``opformer predict RUN``: the surrogate applied to every input of a file."""
-    from opformer.eval.report import predict_file
+    """``opformer predict RUN``: the surrogate applied to every sample of a file (trajectory runs: a forecast)."""
+    from opformer.eval.forecast import predict_file
 
     output_path("--output", args.output, force=args.force, folders=True)
-    path = predict_file(args.run, args.input, args.output, batch_size=args.batch_size, device=args.device)
-    print(f"wrote predictions to {path}")
+    if args.tolerance is not None:
+        from opformer.trust.fallback import REPORT_SUFFIX, predict_with_fallback
+
+        coverage = 0.9 if args.coverage is None else args.coverage
+        report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
+                                       frames=args.frames, batch_size=args.batch_size, device=args.device)
+        print(report.text())
+        print(f"wrote predictions to {args.output} with error bounds at coverage {coverage:g}; the report to "
+              f"{args.output}{REPORT_SUFFIX}")
+        return 0
+    annotate = None
+    if args.coverage is not None:
+        from opformer.trust.calibration import bounds_annotation
+
+        annotate = bounds_annotation(args.run, args.coverage)
+    path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
+                        device=args.device, annotate=annotate)
+    print(f"wrote predictions to {path}" + (f" with error bounds at coverage {args.coverage:g}" if annotate else ""))
     return 0
 
 
@@ -134,14 +160,33 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--data", help="data file for the prediction plot (default: the run's training data)")
     p.add_argument("--out", help="output folder (default: the run directory)")
     p.add_argument("--samples", type=int, default=4, help="test samples to plot")
+    p.add_argument("--coverage", type=float,
+                   help="draw the calibrated band at this level, e.g. 0.9 (after `opformer calibrate RUN`): around 1D "
+                        "predictions, and each frame's bound beside the rollout errors")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_plot)
 
-    p = add("predict", "Apply a trained surrogate to every input of a data file.")
+    p = add("predict", "Apply a trained surrogate to every sample of a file: predictions of an operator run, "
+                       "forecasts of a trajectory run.")
     p.add_argument("run", help="run directory")
-    p.add_argument("--input", required=True, help="HDF5 data file with inputs")
-    p.add_argument("--output", required=True, help="HDF5 file to write the predictions to")
+    p.add_argument("--input", required=True,
+                   help="opformer HDF5 file (inputs; trajectories: the last t_in frames are the context), or a "
+                        ".npy/.npz array on the run's grid and channels ((N, *grid, C); trajectories (N, T, *grid, C))")
+    p.add_argument("--output", required=True,
+                   help="where to write the predictions: .npy, .npz, else opformer HDF5 (trajectories: the forecast "
+                        "frames with the input's attributes, times continued)")
+    p.add_argument("--frames", type=int,
+                   help="trajectory runs: frames to roll out after the given ones (default: as many as the run was "
+                        "validated on)")
+    p.add_argument("--coverage", type=float,
+                   help="also write calibrated error bounds at this level, e.g. 0.9 (after `opformer calibrate RUN`): "
+                        "bound_relative_l2 per sample (and frame), band_half_width beside the predictions, flagged "
+                        "(1: input unlike the calibration data, bounds not guaranteed); .npz or HDF5 output")
+    p.add_argument("--tolerance", type=float,
+                   help="relative L2 error the answers must keep (at --coverage, default 0.9): samples whose bound "
+                        "exceeds it or is not guaranteed are solved again by the built-in solver (data made by "
+                        "`opformer generate`; else only listed) and marked to_solver; report in OUTPUT.fallback.json")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
-    p.add_argument("--batch-size", type=int, default=32, help="inputs per model call (default 32)")
+    p.add_argument("--batch-size", type=int, help="samples per model call (default: the run's eval_batch_size)")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_predict)

@@ -225,6 +225,7 @@ def write_operator_dataset(
     input_channels: list[str],
     target_channels: list[str],
     extra: dict[str, Any] | None = None,
+    datasets: dict[str, Any] | None = None,
 ) -> Path:
     """Write an operator data set atomically (temporary file, then rename).
 
@@ -232,7 +233,8 @@ def write_operator_dataset(
     consecutive samples, written one after another, e.g. memory maps); ``targets=None`` writes a file of
     inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one
     entry per spatial axis, and optionally ``"grid"``: each axis's kind (:data:`opformer.grids.GRID_KINDS`;
-    without it periodic axes are periodic and the others nodes).
+    without it periodic axes are periodic and the others nodes). ``datasets``: further arrays with the samples
+    first, stored (float32) beside (:func:`_further`).
     """
     path = Path(path)
     arrays = {name: a for name, a in (("input", inputs), ("target", targets)) if a is not None}
@@ -245,7 +247,7 @@ def write_operator_dataset(
     _check_domain(path, domain, len(x) - 2)
     attrs = {"kind": "operator", "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
              "input_channels": input_channels, "target_channels": target_channels, **(extra or {})}
-    return _write(path, arrays, {"input": 1, "target": 1}, attrs)
+    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"input": 1, "target": 1}, attrs)
 
 
 def write_trajectory_dataset(
@@ -259,9 +261,11 @@ def write_trajectory_dataset(
     seed: int,
     channels: list[str],
     extra: dict[str, Any] | None = None,
+    datasets: dict[str, Any] | None = None,
 ) -> Path:
     """Write a trajectory data set atomically: ``fields`` ``(sample, time, *spatial, channels)`` (or a list of
-    such blocks of consecutive samples, written one after another, e.g. memory maps) at ``times``."""
+    such blocks of consecutive samples, written one after another, e.g. memory maps) at ``times``; ``datasets`` as
+    :func:`write_operator_dataset`'s."""
     path = Path(path)
     times = np.asarray(times, dtype=np.float64)
     shape = _blocks(path, "fields", fields)[1]
@@ -275,7 +279,19 @@ def write_trajectory_dataset(
     _check_domain(path, domain, len(shape) - 3)
     attrs = {"kind": "trajectory", "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
              "channels": channels, **(extra or {})}
-    return _write(path, {"fields": fields, "times": times}, {"fields": 2}, attrs)
+    arrays = {"fields": fields, "times": times}
+    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"fields": 2}, attrs)
+
+
+def _further(path: Path, datasets: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Further sample-first datasets stored beside a file's own (``opformer predict --coverage``'s error bounds):
+    as many samples as ``arrays``' first, under names of their own; chunked as :func:`chunk_shape` cuts a whole
+    array (slabs of samples)."""
+    samples = _blocks(path, next(iter(arrays)), next(iter(arrays.values())))[1][0]
+    for name, value in (datasets or {}).items():
+        if name in arrays or name in SAMPLE_DATASETS or _blocks(path, name, value)[1][:1] != (samples,):
+            raise DataError(f"{path}: further dataset {name!r} must have a name of its own and {samples} samples first")
+    return dict(datasets or {})
 
 
 # Integrity.

@@ -15,7 +15,7 @@ from opformer.errors import ConfigError, DataError
 from opformer.eval.metrics import (
     NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, persistence, rollout_errors, split_errors, well_errors, window_means)
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_surrogate, run_checkpoint
+from opformer.runs import load_checkpoint_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
 
 
@@ -68,11 +68,11 @@ def load_run(run_dir: str | os.PathLike) -> tuple[str, Surrogate, dict[str, Any]
     Runs trained on a mixture of data sets are refused in one line (their members have other channel counts and
     grids than the padded training batches; :mod:`opformer.eval.members` evaluates and plots them per member)."""
     checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_surrogate(checkpoint)
+    surrogate, payload = load_checkpoint_surrogate(checkpoint)
     mixture = payload["run_config"]["data"].get("mixture")
     if mixture:
         raise ConfigError(f"{run_dir}: trained on a mixture of {len(mixture)} data sets; evaluate and plot take it "
-                          "without --data (a row per member), predict takes runs trained on one data file")
+                          "without --data (a row per member)")
     return str(checkpoint), surrogate, payload
 
 

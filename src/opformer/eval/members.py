@@ -24,7 +24,7 @@ from opformer.grids import axis_kinds
 from opformer.eval.evaluate import spread
 from opformer.eval.metrics import RolloutErrors, Step, persistence, rollout_errors
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_surrogate, run_checkpoint
+from opformer.runs import load_checkpoint_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
 
 #: Frames rolled out after the 10 given ones in the DPOT paper's evaluation, by member name (``cns`` stands for
@@ -51,7 +51,7 @@ def is_mixture_run(payload: dict[str, Any]) -> bool:
 
 def load_mixture_run(run_dir: str | os.PathLike) -> tuple[Surrogate, dict[str, Any]]:
     """A mixture run's best (else last) surrogate and checkpoint payload (a one-line error for other runs)."""
-    surrogate, payload = load_surrogate(run_checkpoint(run_dir))
+    surrogate, payload = load_checkpoint_surrogate(run_checkpoint(run_dir))
     if not is_mixture_run(payload):
         raise ConfigError(f"{run_dir}: not trained on a mixture of data sets")
     return surrogate, payload
@@ -169,7 +169,7 @@ def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, sp
     step that applies the model (resizing the frames to the grid the model's ``pos_embed`` was built for where the
     file's grid differs: each window there, the prediction back to the stored grid, where it is measured), and
     notes on what was padded or resized. ``samples``: the first ones of the split only."""
-    surrogate, payload = load_surrogate(run_checkpoint(run_dir))
+    surrogate, payload = load_checkpoint_surrogate(run_checkpoint(run_dir))
     if not is_imported(payload) or "t_in" not in surrogate.spec["data"]:
         raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
     surrogate.to(resolve_device(device))

@@ -51,10 +51,12 @@ def plot_losses(metrics_path: str | os.PathLike, out: str | os.PathLike) -> Path
 
 def plot_predictions_1d(inputs: torch.Tensor, targets: torch.Tensor, preds: torch.Tensor,
                         lengths: list[float], out: str | os.PathLike, names: tuple[str, str] = ("input", "target"),
-                        title: str = "") -> Path:
+                        title: str = "", band: tuple[torch.Tensor, torch.Tensor] | None = None,
+                        band_label: str = "band") -> Path:
     """A row per 1D sample: input, truth and prediction (left), the error prediction - truth (right).
 
-    The left panel's title gives the sample's relative L2 error.
+    The left panel's title gives the sample's relative L2 error. ``band`` (lower, upper; the predictions' shape):
+    shaded around the prediction, and as ``lower - prediction`` to ``upper - prediction`` around the error.
     """
     plt = _pyplot()
     count = inputs.shape[0]
@@ -67,6 +69,10 @@ def plot_predictions_1d(inputs: torch.Tensor, targets: torch.Tensor, preds: torc
         ax.plot(x, inputs[i, :, 0], color="0.6", lw=1, label="input")
         ax.plot(x, targets[i, :, 0], color="C0", lw=2, label="truth")
         ax.plot(x, preds[i, :, 0], color="C3", lw=1, ls="--", label="prediction")
+        if band is not None:
+            lower, upper = band[0][i, :, 0], band[1][i, :, 0]
+            ax.fill_between(x, lower, upper, color="C3", alpha=0.2, lw=0, label=band_label)
+            ax_err.fill_between(x, lower - preds[i, :, 0], upper - preds[i, :, 0], color="C3", alpha=0.2, lw=0)
         ax.set_title(f"sample {i}: relative L2 {err:.2e}", fontsize=9)
         ax.set_ylabel(f"{names[0]}, {names[1]}")
         ax_err.plot(x, preds[i, :, 0] - targets[i, :, 0], color="C3", lw=1)
@@ -116,11 +122,15 @@ def _map(ax, field: torch.Tensor, title: str, cmap: str, norm=None):
 
 
 def plot_rollout_errors(times: list[float], per_frame: list[float], out: str | os.PathLike,
-                        title: str = "") -> Path:
-    """Relative L2 error of every predicted frame of a rollout (mean over trajectories) versus time."""
+                        title: str = "", bound: list[float] | None = None, bound_label: str = "bound") -> Path:
+    """Relative L2 error of every predicted frame of a rollout (mean over trajectories) versus time; ``bound``:
+    a bound on each frame's error (dashed)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-    ax.semilogy(times, per_frame, marker="o", ms=3)
+    ax.semilogy(times, per_frame, marker="o", ms=3, label="mean error")
+    if bound is not None:
+        ax.semilogy(times, bound, color="C3", ls="--", label=bound_label)
+        ax.legend(fontsize=8)
     ax.set_xlabel("time")
     ax.set_ylabel("relative L2 (mean over trajectories)")
     ax.grid(True, which="both", alpha=0.3)

@@ -1,15 +1,17 @@
-"""Run-level outputs: plots of a run and predictions for a data file."""
+"""Run-level outputs: plots of a run (predictions for a data file: :mod:`opformer.eval.forecast`)."""
 
 from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from opformer.data.pairs import load_split, split_options
-from opformer.data.store import read_arrays, read_info, write_operator_dataset
+from opformer.data.store import read_info
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import check_compatible, load_run, rollout_row
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
@@ -20,15 +22,21 @@ from opformer.models.surrogate import Surrogate
 from opformer.runs import load_run_config
 from opformer.runtime import resolve_device
 
+#: ``bounds(inputs, predictions)``: calibrated bounds with ``lower``, ``upper`` (the predictions' shape) and
+#: ``relative_l2`` (per sample; rollouts per sample and frame), as :mod:`opformer.trust` gives them.
+Bounder = Callable[[torch.Tensor, torch.Tensor], Any]
+
 
 def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
-             out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto") -> list[Path]:
+             out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto",
+             bounds: Bounder | None = None, bound_label: str = "bound") -> list[Path]:
     """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
 
     1D: input, truth and prediction curves beside the error prediction - truth; 2D: input, truth, prediction
     (one colour scale) and error maps (with the run's input noise, if it was trained with some, as in
     evaluation). Trajectory runs: rollout figures (:func:`plot_rollouts`); a mixture run: a rollout figure per
-    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None).
+    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None). ``bounds`` (``opformer plot --coverage``):
+    the band around 1D predictions, the bound of each rollout frame's error; other plots refuse it in one line.
     """
     dev = resolve_device(device)
     run_dir = Path(run_dir)
@@ -37,6 +45,8 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     if run_config.imported and data_path is None:
         raise ConfigError(f"{run_dir}: holds {run_config.imported.format} weights imported from "
                           f"{run_config.imported.source}; give the data to plot with --data FILE")
+    if bounds is not None and (run_config.data.mixture or run_config.imported):
+        raise ConfigError("--coverage: bands are drawn for runs trained on one data file (1D predictions, rollouts)")
     if run_config.imported and run_config.imported.format == "dpot":
         out.mkdir(parents=True, exist_ok=True)
         return [plot_imported_rollout(run_dir, data_path, out, device)]
@@ -51,7 +61,7 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     written = [] if run_config.imported else [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
     if read_info(data_path or cfg["path"]).kind == "trajectory":
         return written + plot_rollouts(surrogate, payload, checkpoint, data_path or cfg["path"], out, samples,
-                                       run_dir.name, dev)
+                                       run_dir.name, dev, bounds, bound_label)
     if run_config.imported:  # none of the file was seen: its first samples, on its stored grid
         data = load_split(data_path, "all", resolution=None, **split_options(cfg))
         data.inputs, data.targets = data.inputs[:samples], data.targets[:samples]
@@ -61,22 +71,29 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
     if data.info.ndim > 2:
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
+    if bounds is not None and data.info.ndim != 1:
+        raise ConfigError("--coverage: bands are drawn around 1D predictions and rollout errors; 2D maps have none")
     noise = noise_sample(tuple(data.inputs.shape), cfg.get("input_noise", 0.0),
                          payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
     preds = predict(surrogate, data.inputs, len(data), dev, noise=noise)
     title = f"{run_dir.name}: test samples, n = {data.resolution[0]}"
     names = (", ".join(data.input_channels), ", ".join(data.target_channels))
     if data.info.ndim == 1:
+        band = None if bounds is None else bounds(data.inputs, preds)
         written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
-                                           out / "predictions.png", names, title))
+                                           out / "predictions.png", names, title,
+                                           band=None if band is None else (band.lower, band.upper),
+                                           band_label=bound_label))
     else:
         written.append(plot_predictions_2d(data.inputs, data.targets, preds, out / "predictions.png", names, title))
     return written
 
 
 def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: str | os.PathLike, out: Path,
-                  samples: int, name: str, device: torch.device) -> list[Path]:
-    """Rollouts of the first test trajectories: error versus time, true versus predicted frames, a GIF."""
+                  samples: int, name: str, device: torch.device, bounds: Bounder | None = None,
+                  bound_label: str = "bound") -> list[Path]:
+    """Rollouts of the first test trajectories: error versus time (with ``bounds``: each frame's bound on the
+    first trajectory's error), true versus predicted frames, a GIF."""
     payload = copy.deepcopy(payload)
     data_cfg = payload["run_config"]["data"]
     data_cfg["n_test"] = min(samples, data_cfg["n_test"])
@@ -85,7 +102,9 @@ def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: s
     times = [float(t) for t in data.times[t_in:t_in + row["frames"]]]
     truth = data.fields[0, t_in:t_in + row["frames"]]
     title = f"{name}: rollout of {row['samples']} test trajectories from {t_in} frames, n = {row['resolution']}"
-    return [plot_rollout_errors(times, row["per_frame_relative_l2"], out / "rollout_errors.png", title),
+    bound = None if bounds is None else [float(b) for b in bounds(data.fields[:, :t_in], preds).relative_l2[0]]
+    return [plot_rollout_errors(times, row["per_frame_relative_l2"], out / "rollout_errors.png", title, bound,
+                                bound_label),
             plot_rollout_frames(truth, preds[0], times, out / "rollout_frames.png", name=data.info.target_channels[0],
                                 title=f"{name}: test trajectory 0"),
             animate_rollout(truth, preds[0], times, out / "rollout.gif", name=data.info.target_channels[0])]
@@ -128,31 +147,3 @@ def plot_imported_rollout(run_dir: str | os.PathLike, data_path: str | os.PathLi
     return plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
                                name=member.data.info.input_channels[0], title=title, error=True)
 
-
-def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
-                 batch_size: int = 32, device: str = "auto") -> Path:
-    """Apply a run's best surrogate to every input of a data file, at that file's resolution.
-
-    The input file may hold inputs only. The predictions are written (atomically) in the same format, as
-    the file's ``target``.
-    """
-    if Path(output_path).resolve() == Path(input_path).resolve():
-        raise ConfigError(f"--output {output_path}: would overwrite the input file")
-    checkpoint, surrogate, _ = load_run(run_dir)
-    info = read_info(input_path)
-    if info.kind != "operator":
-        raise ConfigError(f"--input {input_path}: predict takes operator data sets; roll out trajectories with "
-                          "`opformer evaluate` or `opformer plot`")
-    check_compatible(surrogate, info, checkpoint)
-    inputs = torch.from_numpy(read_arrays(input_path, slice(None))[0])
-    dev = resolve_device(device)
-    surrogate.to(dev)
-    from tqdm.auto import tqdm
-
-    with tqdm(total=len(inputs), desc="predict", unit="sample", disable=None) as bar:
-        preds = predict(surrogate, inputs, batch_size, dev, progress=bar.update)
-    solver = {"name": "opformer surrogate", "checkpoint": checkpoint, "model": surrogate.spec["model"]}
-    return write_operator_dataset(output_path, inputs.numpy(), preds.numpy(), pde=info.pde,
-                                  solver=solver, domain=info.domain, seed=info.seed,
-                                  input_channels=info.input_channels, target_channels=info.target_channels,
-                                  extra={"prediction_of": str(info.path)})

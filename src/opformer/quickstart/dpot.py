@@ -39,7 +39,7 @@ from opformer.eval.evaluate import evaluate_run, persistence_row
 from opformer.eval.members import evaluate_mixture
 from opformer.eval.report import plot_run
 from opformer.io import write_atomic
-from opformer.runs import load_surrogate, run_checkpoint
+from opformer.runs import load_checkpoint_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
 from opformer.train.trainer import train
 
@@ -155,7 +155,7 @@ def held_out_errors(runs: dict[str, Path], path: str, device: str) -> list[dict[
 
 def parameters(run: Path) -> int:
     """The number of parameters of a run's model."""
-    surrogate, _ = load_surrogate(run_checkpoint(run))
+    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
     return sum(p.numel() for p in surrogate.model.parameters())
 
 

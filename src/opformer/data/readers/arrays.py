@@ -111,6 +111,22 @@ def _keys(path: Path, archive: Any, given: Sequence[str] | None, defaults: Seque
                     f"{', '.join(archive.files) or 'nothing'}); name them with --keys")
 
 
+def sample_array(path: Path, kind: str) -> tuple[str, Any]:
+    """The one array of samples of a ``.npy`` file, or of a ``.npz`` file's inputs (key ``x`` or ``input``) or
+    trajectories (``fields`` or ``u``), with its key, for reading a block of samples at a time (:func:`block`)."""
+    loaded = _load(path)
+    if isinstance(loaded, np.ndarray):
+        return path.stem, loaded
+    known = [keys[0] for keys in OPERATOR_KEYS] if kind == OPERATOR else list(FIELD_KEYS)
+    key = next((name for name in known if name in loaded.files), None)
+    if key is None:
+        raise DataError(f"{path}: none of the arrays {' / '.join(known)} (it holds "
+                        f"{', '.join(loaded.files) or 'nothing'})")
+    array = _member(path, loaded, key)
+    loaded.close()
+    return key, array
+
+
 def read_arrays(path: Path, kind: str = OPERATOR, keys: Sequence[str] | None = None, target: Path | None = None,
                 lengths: Sequence[float] | None = None, grid: Sequence[str] | None = None) -> Source:
     """A ``.npz`` or ``.npy`` file (and ``target``) as operator pairs or trajectories on the given domain."""

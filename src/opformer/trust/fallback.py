@@ -1,0 +1,190 @@
+"""The solver where the bound fails (``opformer predict --tolerance``): samples whose calibrated error bound
+exceeds the tolerance, or whose bound is not guaranteed (an input unlike the calibration data), are answered by the
+built-in solver; the surrogate answers the rest.
+
+A data file made by a registry PDE records its settings (:mod:`opformer.pde.resolve`): those samples are solved
+again from their input (a trajectory from its last given frame) and merged into the output chunk by chunk. For any
+other data (an array, a converted file) nothing is solved: the report lists the samples to solve with one's own
+solver. The report, printed and written beside the output as ``OUTPUT.fallback.json``, says how many samples went
+to the solver, the wall time against solving every sample (measured when every sample was solved, else estimated
+from the measured time per solved sample) and, where the file holds the true targets, the largest true relative L2
+error among the surrogate's answers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from opformer.errors import ConfigError
+from opformer.eval.forecast import Annotate, Forecaster, Inputs, forecast_times, predict_file
+from opformer.io import write_atomic
+from opformer.pde.resolve import resolvable, resolve_operator, resolve_trajectory
+from opformer.trust.calibration import bounds_annotation
+from opformer.trust.scores import relative_l2
+
+#: The suffix of the report written beside the output.
+REPORT_SUFFIX = ".fallback.json"
+
+
+def check_tolerance(tolerance: float) -> None:
+    """A tolerance is a positive relative L2 error; a one-line error otherwise."""
+    if not (math.isfinite(tolerance) and tolerance > 0):
+        raise ConfigError(f"--tolerance {tolerance:g}: expected a positive relative L2 error, e.g. 0.01")
+
+
+def to_solver(bound: np.ndarray, flagged: np.ndarray, tolerance: float) -> np.ndarray:
+    """``(sample,)`` bool: the samples whose bound ``(sample,)`` (a rollout's ``(sample, frame)``: any frame)
+    exceeds ``tolerance``, or whose bound is not guaranteed (``flagged``)."""
+    bound = np.asarray(bound, dtype=np.float64)
+    worst = bound.reshape(len(bound), -1).max(axis=1) if bound.size else np.zeros(len(bound))
+    return (worst > tolerance) | np.asarray(flagged, dtype=bool)
+
+
+@dataclass
+class FallbackReport:
+    """What ``--tolerance`` did: the samples sent to the solver and the time it took."""
+
+    tolerance: float
+    coverage: float
+    samples: int = 0
+    indices: list[int] = field(default_factory=list)  # the samples over the tolerance (or not guaranteed)
+    flagged: int = 0  # of those, inputs unlike the calibration data
+    solved: bool = False  # whether the built-in solver answered them (else: the user's solver should)
+    reason: str = ""  # why they were not solved
+    seconds: float = 0.0  # the whole prediction, solves included
+    solver_seconds: float = 0.0  # the solves
+    all_solver_seconds: float | None = None  # solving every sample: measured or estimated
+    all_solver_measured: bool = False
+    max_true_error: float | None = None  # largest true relative L2 among the surrogate's answers (known truth)
+    true_errors_known: bool = False
+
+    @property
+    def to_solver(self) -> int:
+        """Samples over the tolerance."""
+        return len(self.indices)
+
+    def text(self) -> str:
+        """The report as a few lines."""
+        share = f"{self.to_solver} of {self.samples} samples" + (f" ({self.to_solver / self.samples:.1%})"
+                                                                if self.samples else "")
+        lines = [f"tolerance {self.tolerance:g} at coverage {self.coverage:g}: {share} over the tolerance"
+                 + (f", {self.flagged} of them flagged as unlike the calibration data" if self.flagged else "")]
+        if self.solved:
+            lines.append(f"solved again by the built-in solver: {self.solver_seconds:.3g} s of {self.seconds:.3g} s")
+            if self.all_solver_seconds is not None:
+                how = "measured" if self.all_solver_measured else "estimated from the time per solved sample"
+                lines.append(f"solving every sample: {self.all_solver_seconds:.3g} s ({how}); speed-up "
+                             f"{self.all_solver_seconds / self.seconds:.3g}x")
+        elif self.to_solver:
+            lines.append(f"not solved ({self.reason}): their indices are in the report")
+        if self.true_errors_known:
+            worst = "none" if self.max_true_error is None else f"{self.max_true_error:.3g}"
+            lines.append(f"largest true relative L2 error among the surrogate's answers: {worst}")
+        return "\n".join(lines)
+
+
+def _truth_reader(inputs: Inputs) -> Callable[[int, int], np.ndarray] | None:
+    """The true targets of an operator HDF5 input's samples, if it holds them."""
+    data = inputs.handle  # an HDF5 input's open file
+    if data is None or inputs.info.kind != "operator" or not inputs.info.has_target:
+        return None
+    return lambda start, stop: data.read("target", (slice(start, stop),))
+
+
+def fallback_annotation(run_dir: str | os.PathLike, coverage: float, tolerance: float, report: FallbackReport,
+                        probe: dict[str, Any] | None = None) -> Callable[[Forecaster, Inputs], Annotate]:
+    """``predict_file``'s ``annotate`` for ``--tolerance``: the bounds of ``--coverage`` (``bounds_annotation``),
+    ``to_solver`` (1: over the tolerance; where solved, the output holds the solver's answer and the bounds of the
+    surrogate's prediction it replaced) and, for a registry PDE's data, those samples solved again in place of the
+    predictions. ``report`` is filled as the chunks pass; ``probe`` (if given) keeps the first sample to time one
+    solve when none was needed (:func:`predict_with_fallback`)."""
+    check_tolerance(tolerance)
+    bounds = bounds_annotation(run_dir, coverage)
+
+    def annotate(forecaster: Forecaster, inputs: Inputs) -> Annotate:
+        arrays = bounds(forecaster, inputs)
+        info = inputs.info
+        report.solved = info is not None and resolvable(info.pde)
+        if not report.solved:
+            report.reason = ("an array records no PDE" if info is None else
+                             f"{inputs.path} records pde {info.pde.get('name')!r}, which opformer cannot solve "
+                             "again from an input")
+        truth = _truth_reader(inputs)
+        report.true_errors_known = truth is not None
+
+        def chunk(given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
+            out = arrays(given, preds)
+            start = report.samples
+            chosen = to_solver(out["bound_relative_l2"], out["flagged"], tolerance)
+            picked = np.flatnonzero(chosen)
+            report.samples += len(given)
+            report.indices += (start + picked).tolist()
+            report.flagged += int(out["flagged"][picked].astype(bool).sum())
+            if truth is not None:
+                kept = relative_l2(preds, torch.from_numpy(truth(start, start + len(given))))[~torch.from_numpy(chosen)]
+                if len(kept):
+                    report.max_true_error = max(float(kept.max()), report.max_true_error or 0.0)
+            frames = preds.shape[1] if forecaster.kind == "trajectory" else 0
+            if report.solved and len(picked):
+                began = time.perf_counter()
+                solved = solve_samples(inputs, given[torch.from_numpy(picked)], frames)
+                report.solver_seconds += time.perf_counter() - began
+                preds[torch.from_numpy(picked)] = torch.from_numpy(solved).to(preds.dtype)
+            if probe is not None and not probe:
+                probe.update(inputs=inputs, given=given[:1].clone(), frames=frames)
+            return {**out, "to_solver": chosen.astype(np.uint8)}
+        return chunk
+    return annotate
+
+
+def solve_samples(inputs: Inputs, given: torch.Tensor, frames: int) -> np.ndarray:
+    """The built-in solver's answers for samples of a registry PDE's file: of the inputs ``given`` (operator data,
+    ``frames`` = 0), or the ``frames`` frames after the given frames ``given`` ``(sample, t, *grid, c)``."""
+    info = inputs.info
+    if not frames:
+        return resolve_operator(info.pde, info.solver, given.numpy())
+    times = np.concatenate([[inputs.times[-1]], forecast_times(inputs.times, inputs.stride, frames)])
+    return resolve_trajectory(info.pde, info.solver, given[:, -1].numpy(), times)
+
+
+def predict_with_fallback(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
+                          tolerance: float, coverage: float = 0.9, frames: int | None = None,
+                          batch_size: int | None = None, device: str = "auto") -> FallbackReport:
+    """``opformer predict RUN --input X --output Y --tolerance T``: :func:`predict_file` with the bounds at
+    ``coverage`` and the samples over ``tolerance`` answered by the solver (registry data) or listed; the report is
+    written atomically beside the output (``Y.fallback.json``) and returned.
+
+    Solving every sample is timed as the solves' measured time when every sample was solved, else estimated from
+    the measured time per solved sample (one sample solved for timing alone when none was needed)."""
+    report = FallbackReport(float(tolerance), float(coverage))
+    probe: dict[str, Any] = {}
+    began = time.perf_counter()
+    path = predict_file(run_dir, input_path, output_path, frames=frames, batch_size=batch_size, device=device,
+                        annotate=fallback_annotation(run_dir, coverage, tolerance, report, probe))
+    report.seconds = time.perf_counter() - began
+    if report.solved and report.samples:
+        if report.to_solver == report.samples:
+            report.all_solver_seconds, report.all_solver_measured = report.solver_seconds, True
+        elif report.to_solver:
+            report.all_solver_seconds = report.solver_seconds / report.to_solver * report.samples
+        else:
+            one = time.perf_counter()
+            solve_samples(probe["inputs"], probe["given"], probe["frames"])
+            report.all_solver_seconds = (time.perf_counter() - one) * report.samples
+    write_atomic(Path(str(path) + REPORT_SUFFIX), json.dumps(report_dict(report), indent=2) + "\n")
+    return report
+
+
+def report_dict(report: FallbackReport) -> dict[str, Any]:
+    """The report as JSON-ready values (``to_solver`` counted beside the indices)."""
+    return {**asdict(report), "to_solver": report.to_solver}

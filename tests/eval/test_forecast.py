@@ -1,0 +1,289 @@
+"""Forecasts from every kind of run (opformer.eval.forecast): the rollout equals the evaluation's, mixture and
+imported DPOT runs answer on the input's grid and channels, arrays in and out, one-line errors, streaming."""
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import opformer
+from conftest import write_toy_heat
+from opformer.config import config_from_dict
+from opformer.data.store import read_info, write_trajectory_dataset
+from opformer.errors import DataError
+from opformer.eval import forecast
+from opformer.eval.evaluate import rollout_row
+from opformer.eval.forecast import load_forecaster, predict_file
+from opformer.eval.metrics import predict, rollout
+from opformer.train.trainer import train
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
+
+
+def trajectory_config(data, **rollout_keys) -> dict:
+    return {"seed": 0, "model": {"name": "fno2d_time", "width": 4, "modes": 2, "n_layers": 1, "projection_width": 8},
+            "data": {"path": str(data), "n_train": 6, "n_val": 2, "n_test": 2},
+            "optim": {"lr": 1e-3}, "schedule": {"name": "constant"},
+            "train": {"epochs": 1, "batch_size": 4, "num_threads": 1, "eval_batch_size": 3},
+            "rollout": {"t_in": 3, "t_out": 1, **rollout_keys}}
+
+
+@pytest.fixture(scope="module")
+def heat_run(tmp_path_factory):
+    """An FNO2d-time trained one epoch on toy heat trajectories (12 frames, 16^2), and its data file."""
+    base = tmp_path_factory.mktemp("forecast")
+    heat = write_toy_heat(base / "heat.h5")
+    train(config_from_dict(trajectory_config(heat)), base / "run")
+    return base / "run", heat
+
+
+def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
+    run, heat = heat_run
+    forecaster = opformer.load_surrogate(run, device="cpu")  # the top-level loader: this one, calibration attached
+    assert (forecaster.kind, forecaster.t_in, forecaster.t_out, forecaster.grid) == ("trajectory", 3, 1, (16, 16))
+    assert forecaster.validated_frames() == 9  # 12 frames after t_in = 3
+    frames = torch.randn(5, 7, 16, 16, 1)
+    got = forecaster.rollout(frames, 4)
+    with torch.no_grad():
+        expected = rollout(forecaster.surrogate, frames[:, -3:].movedim(1, -2), 4).movedim(-2, 1)
+    assert torch.equal(got, expected)  # bit-equal: the same step, batches of eval_batch_size (3) of 5
+    assert torch.equal(forecaster.predict(frames), expected[:, :1])  # one call
+    for bad in (torch.zeros(1, 7, 16, 16, 2), torch.zeros(1, 2, 16, 16, 1), torch.zeros(1, 7, 16, 1)):
+        with pytest.raises(DataError, match=r"^frames of shape .* takes \(batch, time >= 3, 2 grid axes, 1 channels "
+                                            r"\['u'\]\)$"):
+            forecaster.rollout(bad, 2)
+    # on the test trajectories, the evaluation's predicted frames exactly
+    row, data, preds = rollout_row(forecaster.surrogate, forecaster.payload, forecaster.source, heat, None, "test",
+                                   torch.device("cpu"))
+    assert torch.equal(forecaster.rollout(data.fields[:, :3], row["frames"]), preds)
+
+
+def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_run, tmp_path):
+    run, heat = heat_run
+    forecaster = load_forecaster(run, device="cpu")
+    out = predict_file(run, heat, tmp_path / "forecast.h5", frames=4, device="cpu")
+    info, given = read_info(out), read_info(heat)
+    assert (info.kind, info.n_samples, info.spatial_shape, info.input_channels) == ("trajectory", 10, (16, 16), ["u"])
+    assert (info.pde, info.domain, info.seed) == (given.pde, given.domain, given.seed)
+    np.testing.assert_allclose(info.times, 0.55 + 0.05 * np.arange(1, 5))  # the stored frames are 0.05 apart
+    assert info.extra["prediction_of"] == str(heat) and info.extra["given_frames"] == 12
+    with h5py.File(out) as f, h5py.File(heat) as g:
+        fields = torch.from_numpy(g["fields"][:])
+        assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, -3:], 4))
+    # the default length is the run's validated one; the .npz holds the frames and their times
+    out = predict_file(run, heat, tmp_path / "forecast.npz", device="cpu")
+    with np.load(out) as z:
+        assert sorted(z.files) == ["fields", "times"] and z["fields"].shape == (10, 9, 16, 16, 1)
+        np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
+
+
+def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
+    heat = write_toy_heat(tmp_path / "heat.h5", frames=13)
+    train(config_from_dict(trajectory_config(heat, time_stride=2)), tmp_path / "run")
+    forecaster = load_forecaster(tmp_path / "run", device="cpu")
+    assert forecaster.validated_frames() == 4  # 7 strided frames, 3 given
+    with h5py.File(heat) as f:  # as generated files do, the settings list the frames' times
+        listed = write_trajectory_dataset(tmp_path / "listed.h5", f["fields"][:], f["times"][:],
+                                          pde={"name": "heat", "times": f["times"][:].tolist()}, solver={},
+                                          domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0,
+                                          channels=["u"])
+    out = predict_file(tmp_path / "run", listed, tmp_path / "f.h5", frames=2, device="cpu")
+    np.testing.assert_allclose(read_info(out).times, 0.6 + 0.1 * np.arange(1, 3))
+    assert read_info(out).pde == {"name": "heat", "times": list(read_info(out).times)}  # the forecast's times
+    with h5py.File(out) as f, h5py.File(heat) as g:  # the context: frames 8, 10, 12
+        assert torch.equal(torch.from_numpy(f["fields"][:]),
+                           forecaster.rollout(torch.from_numpy(g["fields"][:, 8::2]), 2))
+
+
+def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
+    heat = write_toy_heat(tmp_path / "heat.h5")
+    config = trajectory_config(heat, t_out=2, strategy="latent_marching", eval_frames=5)
+    config["model"] = {"name": "factformer2d", "d_model": 8, "n_head": 1, "head_dim": 4, "n_layers": 1,
+                       "latent_dim": 8}
+    train(config_from_dict(config), tmp_path / "run")
+    forecaster = load_forecaster(tmp_path / "run", device="cpu")
+    assert forecaster.t_out == 2 and forecaster.validated_frames() == 5  # 3 calls of 2 marched frames, cut to 5
+    row, data, preds = rollout_row(forecaster.surrogate, forecaster.payload, forecaster.source, heat, None, "test",
+                                   torch.device("cpu"))
+    assert row["frames"] == 5 and torch.equal(forecaster.rollout(data.fields[:, :3], 5), preds)
+    calls = []
+    inner = forecaster.surrogate.forward
+    forecaster.surrogate.forward = lambda x, *a: calls.append(x.shape[-2]) or inner(x, *a)
+    forecaster.rollout(data.fields[:1, :3], 5)
+    assert calls == [3, 3, 3]  # k = 2 frames per call: 2 + 2 + 1
+
+
+@pytest.fixture(scope="module")
+def mixture_run(tmp_path_factory):
+    from conftest import tiny_mixture_config, write_toy_member
+
+    base = tmp_path_factory.mktemp("mixture")
+    members = [write_toy_member(base / "a.h5"), write_toy_member(base / "b.h5", n=32, channels=2, grid="cells",
+                                                                 seed=1)]
+    train(config_from_dict(tiny_mixture_config(members, epochs=1)), base / "run")
+    return base / "run", members
+
+
+def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp_path):
+    from opformer.eval.members import load_mixture_run, member_rollout, member_splits
+
+    run, members = mixture_run
+    forecaster = load_forecaster(run, device="cpu")
+    assert forecaster.padded and forecaster.kind == "trajectory"
+    surrogate, payload = load_mixture_run(run)
+    for member, path, channels, n in zip(member_splits(surrogate, payload, "test"), members, (1, 2), (16, 32)):
+        evaluated = member_rollout(surrogate, member, 3, 4, torch.device("cpu")).predictions[..., :channels]
+        given = member.data.fields[:, :3]
+        assert given.shape[-1] == channels
+        got = forecaster.rollout(given, member.frames)
+        assert got.shape == (len(given), 4, n, n, channels) and torch.equal(got, evaluated)
+        out = predict_file(run, path, tmp_path / f"{path.stem}.npy", frames=2, device="cpu")
+        assert np.load(out).shape == (6, 2, n, n, channels)
+    assert forecaster.validated_frames(members[1]) == 4  # the member's frames after t_in
+
+
+def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
+    from opformer.eval.members import imported_member, member_rollout
+    from opformer.imports import import_run
+
+    run = import_run("dpot", FIXTURES / "dpot_tiny.pth", tmp_path / "dpot")[0]
+    heat = write_toy_heat(tmp_path / "heat32.h5", samples=2, n=32, frames=6)  # 1 channel at 32^2; model: 4 at 16^2
+    forecaster = load_forecaster(run, device="cpu")
+    assert forecaster.padded and forecaster.grid == (16, 16) and forecaster.t_in == 4
+    _, _, member, step, notes = imported_member(run, heat, frames=2, device="cpu")
+    assert any("resized" in note for note in notes)
+    evaluated = member_rollout(step, member, 4, 2, torch.device("cpu")).predictions[..., :1]
+    out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu")
+    with h5py.File(out) as f, h5py.File(heat) as g:
+        assert f["fields"].shape == (2, 2, 32, 32, 1)
+        torch.testing.assert_close(torch.from_numpy(f["fields"][:]),
+                                   forecaster.rollout(torch.from_numpy(g["fields"][:, -4:]), 2), rtol=0, atol=0)
+        torch.testing.assert_close(forecaster.rollout(torch.from_numpy(g["fields"][:, :4]), 2), evaluated,
+                                   rtol=0, atol=0)
+    with pytest.raises(DataError, match=r"f\.npy: 'f' has shape \(2, 5, 32, 32, 6\), expected \(N, T >= 4, 2 grid "
+                                        r"axes, 1 to 4 channels\)"):
+        np.save(tmp_path / "f.npy", np.zeros((2, 5, 32, 32, 6), np.float32))
+        predict_file(run, tmp_path / "f.npy", tmp_path / "g.npy", frames=1, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def operator_run(tmp_path_factory):
+    from conftest import tiny_run_config, write_toy_burgers
+
+    base = tmp_path_factory.mktemp("operator")
+    data = write_toy_burgers(base / "toy.h5")
+    train(config_from_dict(tiny_run_config(data, epochs=1)), base / "run")
+    return base / "run", data
+
+
+def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
+    run, data = operator_run
+    forecaster = load_forecaster(run, device="cpu")
+    assert forecaster.kind == "operator" and forecaster.t_in is None and forecaster.grid == (64,)
+    with h5py.File(data) as f:
+        x = f["input"][:]
+    with torch.no_grad():
+        expected = predict(forecaster.surrogate, torch.from_numpy(x), 32, torch.device("cpu")).numpy()
+    with pytest.raises(DataError, match=r"^inputs of shape \(2, 64, 2\): .* takes \(batch, 1 grid axes, 1 channels "):
+        forecaster.predict(torch.zeros(2, 64, 2))
+    np.save(tmp_path / "x.npy", x[..., 0])  # one channel: the channel axis may be left out
+    np.testing.assert_array_equal(np.load(predict_file(run, tmp_path / "x.npy", tmp_path / "y.npy")), expected)
+    np.savez(tmp_path / "x.npz", x=x)
+    with np.load(predict_file(run, tmp_path / "x.npz", tmp_path / "y.npz")) as z:
+        np.testing.assert_array_equal(z["x"], x)
+        np.testing.assert_array_equal(z["y"], expected)
+    with h5py.File(predict_file(run, tmp_path / "x.npy", tmp_path / "y.h5")) as f:
+        np.testing.assert_array_equal(f["target"][:], expected)
+        assert read_info(tmp_path / "y.h5").target_channels == ["u"]
+    # trajectories: an (N, T, *grid) array continues from its last 3 frames, times 0, 1, ... continued
+    run, heat = heat_run
+    with h5py.File(heat) as f:
+        fields = f["fields"][:4]
+    np.savez(tmp_path / "u.npz", u=fields)
+    with np.load(predict_file(run, tmp_path / "u.npz", tmp_path / "f.npz", frames=2)) as z:
+        np.testing.assert_array_equal(z["times"], [12.0, 13.0])
+        assert torch.equal(torch.from_numpy(z["fields"]),
+                           load_forecaster(run, device="cpu").rollout(torch.from_numpy(fields), 2))
+
+
+@pytest.mark.parametrize(("shape", "needle"), [
+    ((3, 32, 1), "has shape (3, 32, 1), expected (N, 64, 1) (the grid and channels of"),
+    ((3, 64, 2), "has shape (3, 64, 2), expected (N, 64, 1)"),
+    ((3, 64, 1, 1), "has shape (3, 64, 1, 1), expected (N, 64, 1)"),
+])
+def test_arrays_of_the_wrong_shape_are_one_line_and_write_nothing(operator_run, tmp_path, capsys, shape, needle):
+    from opformer.cli import main
+
+    run, _ = operator_run
+    np.save(tmp_path / "x.npy", np.zeros(shape, np.float32))
+    assert main(["predict", str(run), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat_run, tmp_path, capsys):
+    from opformer.cli import main
+
+    operator, toy = operator_run
+    trajectory, heat = heat_run
+
+    def fails(run, source, *needles, extra=()):
+        out = tmp_path / "out.h5"
+        code = main(["predict", str(run), "--input", str(source), "--output", str(out), *extra])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        for needle in needles:
+            assert needle in err, err
+        assert not out.exists() and not list(tmp_path.glob(".out.h5*"))
+
+    fails(trajectory, toy, "holds operator data but", "was trained on trajectory data")
+    fails(operator, heat, "holds trajectory data but", "was trained on operator data")
+    fails(operator, toy, "--frames: ", "is an operator run", extra=("--frames", "3"))
+    fails(trajectory, heat, "--frames 0: expected at least 1 frame", extra=("--frames", "0"))
+    short = write_toy_heat(tmp_path / "short.h5", frames=2)
+    fails(trajectory, short, "2 frames, but", "rolls out from 3 frames")
+    np.savez(tmp_path / "a.npz", a=np.zeros((2, 64, 1), np.float32))
+    fails(operator, tmp_path / "a.npz", "a.npz: none of the arrays x / input (it holds a)")
+    # and a trajectory forecast through the CLI, an array out
+    code = main(["predict", str(trajectory), "--input", str(heat), "--output", str(tmp_path / "f.npy"),
+                 "--frames", "2"])
+    assert code == 0 and "wrote predictions to" in capsys.readouterr().out
+    assert np.load(tmp_path / "f.npy").shape == (10, 2, 16, 16, 1)
+
+
+def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run, tmp_path, monkeypatch, edit_h5,
+                                                                      capsys):
+    from opformer.cli import main
+
+    run, heat = heat_run
+    whole = predict_file(run, heat, tmp_path / "whole.npz", frames=3, device="cpu")
+    reads = []
+    opened = forecast.open_inputs
+
+    def counting(path, forecaster):
+        inputs = opened(path, forecaster)
+        read = inputs.read
+        inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
+        return inputs
+
+    monkeypatch.setattr(forecast, "open_inputs", counting)
+    monkeypatch.setattr(forecast, "CHUNK_BYTES", 4 * 16 * 16 * 6)  # one sample: 3 given + 3 predicted frames
+    chunked = predict_file(run, heat, tmp_path / "chunked.npz", frames=3, device="cpu")
+    assert reads == [(i, i + 1) for i in range(10)]
+    with np.load(whole) as a, np.load(chunked) as b:
+        np.testing.assert_array_equal(a["fields"], b["fields"])
+    bad = write_toy_heat(tmp_path / "bad.h5")
+    with edit_h5(bad) as f:  # a NaN in the last trajectory: met after 9 samples were predicted
+        f["fields"][9, 11, 0, 0, 0] = np.nan
+    reads.clear()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for out in ("bad.h5", "bad.npz", "bad.npy"):
+        code = main(["predict", str(run), "--input", str(bad), "--output", str(tmp_path / "out" / out)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 11)" in err, err
+    assert reads[-1] == (9, 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["out"])
+    assert not list((tmp_path / "out").iterdir())

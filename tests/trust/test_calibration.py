@@ -1,0 +1,205 @@
+"""Calibrating runs: the stored scores against evaluation's errors, per frame of rollouts, the bounds of new
+predictions, and one-line errors (no calibration, another checkpoint, a corrupt file, calibrating on train)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from opformer.config import config_from_dict
+from opformer.data.pairs import load_split
+from opformer.data.trajectories import load_trajectories
+from opformer.errors import CheckpointError, ConfigError
+from opformer.eval.forecast import predict_file
+from opformer.eval.metrics import predict, rollout_errors, split_errors
+from opformer.runs import load_checkpoint, load_checkpoint_surrogate, run_checkpoint, save_checkpoint
+from opformer.train.trainer import train
+from opformer.trust.calibration import (CALIBRATION, Calibration, Scores, bounds_annotation, calibrate_run,
+                                        format_calibration, load_calibration, select)
+from opformer.trust.conformal import conformal_quantile, conformal_rank
+from opformer.trust.shift import roughness
+from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+
+CPU = torch.device("cpu")
+
+
+def test_an_operator_run_stores_its_test_errors_and_bounds_new_predictions(operator_run):
+    run, data = operator_run
+    calibration = calibrate_run(run, device="cpu")
+    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    test = load_split(data, "test", n_train=16, n_val=4, n_test=20)  # the stored grid, where predict predicts
+    errors = split_errors(surrogate, test, 8, CPU).double()
+    loaded = load_calibration(run)
+    assert loaded.kind == "operator" and loaded.frames == 1 and loaded.source["split"] == "test"
+    assert loaded.source["data"][0]["path"] == str(data.resolve())
+    assert torch.allclose(loaded.group().relative_l2[:, 0], errors.sort().values)
+    # n = 20, coverage 0.9: the ceil(21 * 0.9) = 19th smallest test error
+    assert float(loaded.quantiles(0.9)[0]) == pytest.approx(float(errors.sort().values[18]))
+    assert float(calibration.quantiles(0.96)[0]) == float("inf")  # rank 21 > 20
+    preds = predict(surrogate, test.inputs, 8, CPU)
+    bounds = loaded.bounds(test.inputs, preds, 0.9)
+    assert bounds.relative_l2.shape == (20,) and bool((bounds.relative_l2 == loaded.quantiles(0.9)[0]).all())
+    assert bounds.lower.shape == preds.shape and bool((bounds.lower <= preds).all() and (bounds.upper >= preds).all())
+    assert not bounds.flagged.any()  # the calibration inputs themselves
+    assert bounds.flagged.shape == (20,) and loaded.bounds(3 * test.inputs + 1, preds, 0.9).flagged.all()
+    coarse = load_split(data, "test", resolution=32, n_train=16, n_val=4, n_test=20)  # another grid: not guaranteed
+    assert loaded.bounds(coarse.inputs, predict(surrogate, coarse.inputs, 8, CPU), 0.9).flagged.all()
+    at_32 = calibrate_run(run, device="cpu", resolution=32)
+    assert at_32.group().grid == (32,) and at_32.source["resolution"] == 32
+    assert not at_32.bounds(coarse.inputs, predict(surrogate, coarse.inputs, 8, CPU), 0.9).flagged.any()
+    table = format_calibration(loaded, (0.8, 0.9, 0.96))
+    assert "bound@0.9" in table and "too few calibration samples for coverage 0.96" in table
+
+
+def test_calibration_errors_are_one_line(operator_run, tmp_path):
+    run, data = operator_run
+    for split in ("train", "val"):
+        with pytest.raises(ConfigError, match=f"--split {split}: the run was"):
+            calibrate_run(run, split=split, device="cpu")
+    with pytest.raises(ConfigError, match="--split all: takes the run's training samples"):
+        calibrate_run(run, data, split="all", device="cpu")
+    calibrate_run(run, device="cpu")
+    path = run / CALIBRATION
+    good = path.read_bytes()
+    payload = torch.load(path, weights_only=True)  # a changed score, the checksum left as it was
+    payload["groups"][""]["relative_l2"][0, 0] = 0.0
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_calibration(run)
+    path.write_bytes(good[:100])
+    with pytest.raises(CheckpointError, match="not a readable calibration"):
+        load_calibration(run)
+    path.unlink()
+    with pytest.raises(CheckpointError, match=r"not calibrated \(no calibration.pt\); run `opformer calibrate"):
+        load_calibration(run)
+    path.write_bytes(good)
+    load_calibration(run)
+    checkpoint = load_checkpoint(run_checkpoint(run))  # the run trained on: another best.pt
+    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    with torch.no_grad():
+        next(surrogate.parameters()).add_(1e-3)
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("config.yaml", CALIBRATION):
+        (copy / name).write_bytes((run / name).read_bytes())
+    save_checkpoint(copy / "best.pt", surrogate, run_config=checkpoint["run_config"], epoch=checkpoint["epoch"],
+                    history=checkpoint["history"], best_val=checkpoint["best_val"])
+    with pytest.raises(CheckpointError, match="calibrates another checkpoint"):
+        load_calibration(copy)
+
+
+def test_a_rollout_is_calibrated_per_frame(heat_run):
+    run, data = heat_run
+    calibration = calibrate_run(run, device="cpu")
+    assert calibration.kind == "trajectory" and calibration.frames == 5  # the run's eval_frames
+    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    fields = load_trajectories(data, "test", n_train=4, n_val=2, n_test=4).fields
+    result = rollout_errors(surrogate, fields, 3, 5, 8, CPU)
+    group = load_calibration(run).group()
+    assert group.relative_l2.shape == (4, 5)
+    assert torch.allclose(group.relative_l2, result.per_frame.double().sort(dim=0).values, rtol=1e-5)
+    # n = 4, coverage 0.75: rank ceil(3.75) = 4, the largest error of each frame
+    assert torch.allclose(calibration.quantiles(0.75), result.per_frame.double().max(dim=0).values, rtol=1e-5)
+    forecast = result.predictions[:, :, ...]
+    longer = torch.cat([forecast, forecast[:, -1:]], dim=1)  # a 6th frame: beyond the calibrated horizon
+    bounds = calibration.bounds(fields[:, :3], longer, 0.75)
+    assert bounds.relative_l2.shape == (4, 6) and bool(torch.isinf(bounds.relative_l2[:, 5]).all())
+    assert torch.allclose(bounds.relative_l2[0, :5], calibration.quantiles(0.75))
+    width = conformal_quantile(group.pointwise["local"][:, :, -1], 0.75, sorted_=True)
+    assert torch.isfinite(width).all() and bounds.upper.shape == longer.shape
+    with pytest.raises(ConfigError, match="do not fit its calibration"):
+        calibration.bounds(fields[:, :3], longer[..., 0], 0.75)
+
+
+def test_the_cli_calibrates_and_refuses_train_in_one_line(capsys, operator_run):
+    from test_cli import one_line_error, run_cli
+
+    run, _ = operator_run
+    code, out, _ = run_cli(capsys, "calibrate", run, "--coverage", "0.5,0.9", "--device", "cpu")
+    assert code == 0 and "bound@0.5" in out and f"wrote {run}/{CALIBRATION}" in out
+    one_line_error(*run_cli(capsys, "calibrate", run, "--split", "train")[::2], "--split train: the run was trained")
+    one_line_error(*run_cli(capsys, "calibrate", run, "--coverage", "1.2")[::2], "--coverage 1.2")
+
+
+def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_config, member_writer):
+    train(config_from_dict(mixture_config(toy_mixture)), tmp_path / "mix")
+    with pytest.raises(ConfigError, match="--data: .* trained on a mixture"):
+        calibrate_run(tmp_path / "mix", toy_mixture[0], device="cpu")
+    calibration = calibrate_run(tmp_path / "mix", device="cpu")
+    assert sorted(calibration.groups) == ["a", "b"] and calibration.frames == 4  # 7 frames after t_in 3
+    a, b = calibration.group("a"), calibration.group("b")
+    assert (a.grid, a.channels, a.samples) == ((16, 16), 1, 1) and (b.grid, b.channels) == ((32, 32), 2)
+    assert [d["path"] for d in calibration.source["data"]] == [str(p.resolve()) for p in toy_mixture]
+    fields = load_trajectories(toy_mixture[1], "test", n_train=4, n_val=1, n_test=1).fields
+    with pytest.raises(ConfigError, match="calibrated per member of its mixture; expected one of a, b"):
+        calibration.bounds(fields[:, :3], fields[:, 3:], 0.5)
+    bounds = load_calibration(tmp_path / "mix").bounds(fields[:, :3], fields[:, 3:], 0.5, member="b")
+    assert bounds.relative_l2.shape == (1, 4) and bounds.lower.shape == fields[:, 3:].shape
+    # predict --coverage takes the member from the input file; another file is refused in one line
+    out = predict_file(tmp_path / "mix", toy_mixture[1], tmp_path / "b.npz", frames=4,
+                       annotate=bounds_annotation(tmp_path / "mix", 0.5))
+    with np.load(out) as z:
+        assert z["bound_relative_l2"].shape == (6, 4) and z["band_half_width"].shape == z["fields"].shape
+        given = load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1).fields[:, -3:]  # the context
+        expected = calibration.sample_bounds(0.5, roughness(given, 2), "b")
+        assert np.allclose(z["bound_relative_l2"], expected.numpy(), rtol=1e-5)
+    other = member_writer(tmp_path / "c.h5", n=32, channels=2, grid="cells", seed=3)
+    with pytest.raises(ConfigError, match="calibrated per member of its mixture .* none of their files"):
+        predict_file(tmp_path / "mix", other, tmp_path / "c.npz", frames=4,
+                     annotate=bounds_annotation(tmp_path / "mix", 0.5))
+    assert not (tmp_path / "c.npz").exists()
+
+
+def _synthetic_scores(errors_follow_roughness: bool, samples: int = 60, seed: int = 0) -> Scores:
+    """Inputs of random roughness (a sine of wavenumber 1..8) and predictions whose relative L2 error is either
+    proportional to that roughness (times a random factor) or independent of it."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.linspace(0, 1, 65)[:-1]
+    k = torch.randint(1, 9, (samples, 1), generator=generator).double()
+    inputs = torch.sin(2 * torch.pi * k * x)[..., None]
+    truth = torch.cos(2 * torch.pi * x).expand(samples, -1)[:, None, :, None].double()
+    spread = 0.5 + torch.rand(samples, 1, generator=generator)  # no ties: a continuous error over roughness
+    level = (k / 8 * spread if errors_follow_roughness else spread).reshape(-1, 1, 1, 1)
+    noise = torch.randn(truth.shape, generator=generator)
+    preds = truth + 0.1 * level * noise / noise.flatten(1).norm(dim=1).reshape(-1, 1, 1, 1) * truth.flatten(1).norm(
+        dim=1).reshape(-1, 1, 1, 1)
+    scores = Scores()
+    scores.add(inputs, preds, truth, ndim=1)
+    return scores
+
+
+def test_the_sharper_score_is_selected_on_held_out_samples_and_used_by_the_bounds():
+    assert select(_synthetic_scores(True))["score"] == "roughness"
+    assert select(_synthetic_scores(False))["score"] == "relative_l2"
+    assert select(_synthetic_scores(True, samples=8)) == {"samples": 8, "score": "relative_l2", "scale": "local"}
+    chosen = select(_synthetic_scores(True, seed=1))
+    group = _synthetic_scores(True, seed=2).group(chosen)
+    calibration = Calibration("run", "operator", "", {}, {"": group})
+    inputs = torch.sin(2 * torch.pi * torch.tensor([[1.0], [8.0]]) * torch.linspace(0, 1, 65)[:-1])[..., None]
+    bounds = calibration.bounds(inputs, torch.ones(2, 64, 1), 0.9)
+    factor = calibration.quantiles(0.9, score="roughness")[0]
+    assert torch.allclose(bounds.relative_l2, factor * roughness(inputs, 1))  # the rough input gets the wider bound
+    assert bounds.relative_l2[1] > 4 * bounds.relative_l2[0]
+    plain = calibration.bounds(inputs, torch.ones(2, 64, 1), 0.9, score="relative_l2").relative_l2
+    assert torch.allclose(plain, calibration.quantiles(0.9)[0].expand(2))
+
+
+def test_the_normalised_bound_reaches_the_nominal_coverage():
+    """Calibrations of synthetic models whose error follows the input's roughness: over many draws, a new sample's
+    error lies under its own bound (quantile of error / roughness, times its roughness) with probability k / (n + 1)."""
+    n, draws, coverage = 19, 150, 0.9
+    hits = []
+    for draw in range(draws):
+        scores = _synthetic_scores(True, samples=n + 10, seed=draw)
+        cat = scores.joined()
+        calibration_part, new = Scores(), slice(n, None)
+        calibration_part.parts = {key: [value[:n]] for key, value in cat.items()}
+        group = calibration_part.group({"score": "roughness", "scale": "local"})
+        bound = Calibration("run", "operator", "", {}, {"": group}).sample_bounds(coverage, cat["difficulty"][new])
+        hits.append(cat["relative_l2"][new, 0] <= bound[:, 0])
+    rate = float(torch.cat(hits).double().mean())
+    rank = conformal_rank(n, coverage)
+    expected, a, b = rank / (n + 1), rank, n + 1 - rank
+    spread = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)) / draws + expected * (1 - expected) / (10 * draws))
+    assert abs(rate - expected) < 4 * spread

@@ -1,0 +1,96 @@
+"""Bounds with every prediction: ``opformer predict --coverage`` (HDF5 and .npz outputs) and
+``opformer.load_surrogate(...).bounds``."""
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import opformer
+from opformer.data.pairs import load_split
+from opformer.data.trajectories import load_trajectories
+from opformer.errors import CheckpointError
+from opformer.trust.calibration import calibrate_run, load_calibration
+from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+from test_cli import one_line_error, run_cli
+
+
+def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_path):
+    run, data = operator_run
+    (run / "calibration.pt").unlink(missing_ok=True)
+    one_line_error(*run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.h5", "--coverage",
+                            0.9)[::2], "not calibrated")
+    assert not (tmp_path / "p.h5").exists()
+    calibrate_run(run, device="cpu")
+    one_line_error(*run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.npy", "--coverage",
+                            0.9)[::2], "a .npy file holds the predictions only")
+    code, out, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.h5", "--coverage", 0.9)
+    assert code == 0 and "with error bounds at coverage 0.9" in out
+    calibration = load_calibration(run)
+    with h5py.File(tmp_path / "p.h5") as f:
+        preds, bound, half, flagged = (f[k][:] for k in ("target", "bound_relative_l2", "band_half_width", "flagged"))
+    assert bound.shape == (40,) and half.shape == preds.shape == (40, 64, 1) and flagged.shape == (40,)
+    assert np.allclose(bound, float(calibration.quantiles(0.9)[0])) and (half > 0).all()
+    assert not flagged[20:].any() and flagged[:20].sum() <= 2  # the calibration inputs, then train and val ones
+    code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.npz", "--coverage", 0.8)
+    with np.load(tmp_path / "p.npz") as z:
+        assert sorted(z.files) == ["band_half_width", "bound_relative_l2", "flagged", "x", "y"]
+        assert np.allclose(z["bound_relative_l2"], float(calibration.quantiles(0.8)[0]))
+
+
+def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, heat_run, tmp_path):
+    run, data = heat_run
+    calibration = calibrate_run(run, device="cpu")
+    code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "f.npz", "--coverage", 0.75,
+                         "--frames", 6)
+    assert code == 0
+    with np.load(tmp_path / "f.npz") as z:
+        bound, half, fields = z["bound_relative_l2"], z["band_half_width"], z["fields"]
+    assert bound.shape == (10, 6) and half.shape == fields.shape == (10, 6, 16, 16, 1)
+    assert np.allclose(bound[:, :5], calibration.quantiles(0.75).numpy()) and np.isinf(bound[:, 5]).all()
+    forecaster = opformer.load_surrogate(run, device="cpu")
+    frames = load_trajectories(data, "test", n_train=4, n_val=2, n_test=4).fields
+    forecast = forecaster.rollout(frames[:, :3], 5)
+    bounds = forecaster.bounds(frames[:, :3], forecast, 0.75)
+    assert torch.allclose(bounds.relative_l2[0], calibration.quantiles(0.75)) and not bounds.flagged.any()
+    # the calibration's own trajectories: each frame's bound holds for the samples it was calibrated on at rank n
+    truth = frames[:, 3:8]
+    errors = ((forecast - truth).flatten(2).norm(dim=2) / truth.flatten(2).norm(dim=2)).double()
+    assert bool((errors <= bounds.relative_l2 + 1e-6).all())
+    (run / "calibration.pt").unlink()
+    with pytest.raises(CheckpointError, match="no calibration loaded"):
+        opformer.load_surrogate(run, device="cpu").bounds(frames[:, :3], forecast, 0.75)
+
+
+def test_plot_draws_the_band_of_1d_predictions_and_the_bound_of_rollouts(capsys, operator_run, heat_run, tmp_path,
+                                                                          monkeypatch):
+    from opformer.eval import plots
+
+    figures = {}
+
+    def keep(fig, out, suptitle=""):  # the figures as drawn, before they are saved and closed
+        figures[Path(out).name] = fig
+        return Path(out)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    run, _ = operator_run
+    one_line_error(*run_cli(capsys, "plot", run, "--out", tmp_path / "a", "--coverage", 0.9)[::2], "not calibrated")
+    calibration = calibrate_run(run, device="cpu")
+    assert run_cli(capsys, "plot", run, "--out", tmp_path / "a", "--coverage", 0.9, "--samples", 2)[0] == 0
+    axes = figures["predictions.png"].axes
+    surrogate = opformer.load_surrogate(run, device="cpu")
+    test = load_split(run.parent / "toy.h5", "test", resolution=32, n_train=16, n_val=4, n_test=2)  # plot's grid
+    prediction = surrogate.predict(test.inputs)
+    band = calibration.bounds(test.inputs, prediction, 0.9)
+    (shade,) = axes[0].collections  # sample 0: the band around the prediction, from lower to upper
+    ys = shade.get_paths()[0].vertices[:, 1]
+    assert np.isclose(ys.min(), float(band.lower[0].min()), rtol=1e-5)
+    assert np.isclose(ys.max(), float(band.upper[0].max()), rtol=1e-5)
+    assert len(axes[1].collections) == 1  # the band around the error
+    run, _ = heat_run
+    calibration = calibrate_run(run, device="cpu")
+    assert run_cli(capsys, "plot", run, "--out", tmp_path / "b", "--coverage", 0.75)[0] == 0
+    lines = {line.get_label(): line for line in figures["rollout_errors.png"].axes[0].lines}
+    assert np.allclose(lines["bound at coverage 0.75"].get_ydata(), calibration.quantiles(0.75).numpy())

@@ -1,0 +1,31 @@
+"""Trained toy runs that the calibration tests share (fixtures imported by the test modules)."""
+
+import pytest
+
+from opformer.config import config_from_dict
+from opformer.train.trainer import train
+
+
+@pytest.fixture
+def operator_run(tmp_path, toy_writer, tiny_config):
+    """A tiny Galerkin Transformer on 40 toy samples (16 train, 4 val, 20 test; trained at n = 32 of 64)."""
+    base = tmp_path / "calibrate"
+    base.mkdir()
+    data = toy_writer(base / "toy.h5", samples=40)
+    config = tiny_config(data, epochs=2)
+    config["data"].update(n_train=16, n_val=4, n_test=20)
+    train(config_from_dict(config), base / "run")
+    return base / "run", data
+
+
+@pytest.fixture
+def heat_run(tmp_path, heat_file, time_mix):
+    """A tiny time-mixing model on the toy heat trajectories (4 train, 2 val, 4 test; 5 evaluated frames)."""
+    config = {"seed": 0, "model": {"name": "time_mix", "t_in": 3, "t_out": 1},
+              "data": {"path": str(heat_file), "n_train": 4, "n_val": 2, "n_test": 4, "normalize_input": "channel",
+                       "normalize_target": "channel"},
+              "optim": {"lr": 3e-2}, "schedule": {"name": "constant"},
+              "train": {"epochs": 2, "batch_size": 8, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 1, "eval_frames": 5}}
+    train(config_from_dict(config), tmp_path / "heat")
+    return tmp_path / "heat", heat_file
