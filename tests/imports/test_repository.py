@@ -22,7 +22,7 @@ from opformer.errors import CheckpointError
 from opformer.imports import import_run
 from opformer.imports.repository import FORMAT_VERSION, export_run, import_repository
 from opformer.models.registry import build_model
-from opformer.runs import load_checkpoint, load_run_config, load_surrogate
+from opformer.runs import load_checkpoint, load_checkpoint_surrogate, load_run_config
 from opformer.train.transfer import initialize
 from opformer.train.trainer import train
 
@@ -43,7 +43,7 @@ def trained(tmp_path_factory):
 
 
 def predictions(run, data):
-    surrogate, _ = load_surrogate(run / "best.pt")
+    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
     with torch.no_grad():
         return surrogate(torch.from_numpy(read_arrays(data, slice(None))[0]).float())
 
@@ -100,7 +100,7 @@ def test_the_committed_version_1_repository_still_loads(tmp_path):
     out, repository = import_repository(FIXTURES / "exports" / "v1", tmp_path / "v1")
     assert repository.config["format_version"] == 1
     io = load_file(FIXTURES / "exports" / "v1_io.safetensors")
-    surrogate, _ = load_surrogate(out / "best.pt")
+    surrogate, _ = load_checkpoint_surrogate(out / "best.pt")
     with torch.no_grad():
         torch.testing.assert_close(surrogate(io["input"]), io["output"], rtol=1e-6, atol=1e-7)
 

@@ -16,7 +16,7 @@ Loading reads JSON and safetensors only (no code runs), refuses a newer ``format
 the weights' SHA-256 and that they fit the model the spec builds, and writes the run directory a training run
 writes (``config.yaml``: the original run config, ``best.pt``, ``metrics.csv``, ``summary.json``, ``run.json``:
 the original sessions and a record of the import), so ``evaluate``, ``predict``, ``plot``, fine-tuning ``init``
-and :func:`~opformer.runs.load_surrogate` take it; its predictions are the original run's, bit for bit. Both
+and :func:`opformer.load_surrogate` take it; its predictions are the original run's, bit for bit. Both
 folders are written atomically (a temporary sibling renamed into place).
 """
 
@@ -40,7 +40,7 @@ from opformer.imports import hub
 from opformer.imports.weights import sha256_file
 from opformer.io import atomic_folder, atomic_replace, write_atomic
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (SESSIONS, SUMMARY, check_fresh, load_surrogate, record_import, run_checkpoint,
+from opformer.runs import (SESSIONS, SUMMARY, check_fresh, load_checkpoint_surrogate, record_import, run_checkpoint,
                            save_checkpoint, write_metrics, write_run_config, write_summary)
 
 FORMAT = "opformer-model"
@@ -131,7 +131,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"{out}: exists and is not an empty folder; choose a new or empty one")
     checkpoint = run_checkpoint(run_dir, "best")
-    surrogate, payload = load_surrogate(checkpoint)
+    surrogate, payload = load_checkpoint_surrogate(checkpoint)
     results = None
     if metrics is not None:
         evaluated = _read_json(Path(metrics))
