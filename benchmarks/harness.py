@@ -8,7 +8,8 @@
   committed result can be re-rendered; :func:`describe_machine` reads the older shapes of ``machine`` too).
 
 Each script is run from the repository root as ``python benchmarks/NAME.py`` (this folder is then first on the
-module path, so ``import harness`` finds this file).
+module path, so ``import harness`` finds this file); a script in a subfolder (``benchmarks/WHAT/NAME.py``) puts
+this folder on the path itself.
 """
 
 from __future__ import annotations
@@ -212,8 +213,10 @@ def anonymous_rise() -> Iterator[dict[str, float]]:
 
 
 def command() -> str:
-    """The command line of the running script, as a results file records it."""
-    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    """The command line of the running script (its path from the repository root), as a results file records it."""
+    script = Path(sys.argv[0]).resolve()
+    path = script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else f"benchmarks/{script.name}"
+    return " ".join(["python", path, *sys.argv[1:]])
 
 
 def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""``opformer import``: weights trained by another code base (DPOT's authors, the Galerkin Transformer package,
-neuraloperator) as a run directory that every other command takes."""
+"""``opformer import``: weights trained by another code base (DPOT's and FactFormer's authors, the Galerkin
+Transformer package, neuraloperator) as a run directory that every other command takes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 from opformer.cli.options import AddCommand, writable_folder
 
 #: the formats of :mod:`opformer.imports` (named here so that the parser does not import torch's models)
-FORMATS = ("dpot", "galerkin-transformer", "neuraloperator")
+FORMATS = ("dpot", "factformer", "galerkin-transformer", "neuraloperator")
 
 EXAMPLES = {
     "import": "opformer import dpot model_Ti.pth --out runs/dpot_ti\n"
+              "  opformer import factformer checkpoint_final.pth --config ns2d_fact_lm.yml --out runs/ff_imported\n"
               "  opformer import galerkin-transformer burgers_gt.pt --config burgers.yaml --out runs/gt_imported\n"
               "  opformer import neuraloperator fno1d_state_dict.pt --out runs/fno_imported",
 }
@@ -35,13 +36,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def add_parsers(add: AddCommand) -> None:
     """The parser of ``import``."""
-    p = add("import", "Weights of DPOT's authors, the Galerkin Transformer package or neuraloperator as a run "
-                      "directory (docs/models.md).")
+    p = add("import", "Weights of DPOT's or FactFormer's authors, the Galerkin Transformer package or "
+                      "neuraloperator as a run directory (docs/models.md).")
     p.add_argument("format", choices=FORMATS, help="the code base the weights come from")
     p.add_argument("source", help="the weights file (read without unpickling code)")
     p.add_argument("--out", required=True, help="run directory to write (absent or empty)")
     p.add_argument("--config", help="galerkin-transformer: the SimpleTransformer config (YAML or JSON) if the file "
-                                    "holds none")
+                                    "holds none; factformer: the authors' YAML config the model was trained with")
     p.add_argument("--modes", type=int, help="dpot: Fourier modes of the mixer (default: the file's args.modes, "
                                              "else the authors' default 32)")
     p.add_argument("--grid", default="nodes", choices=["nodes", "periodic"],
