@@ -1,6 +1,7 @@
 """FactFormer benchmark (issue 5; Li et al. 2023, Tables 1, 3 and 4 and Figure 3) at this machine's scale.
 
-Parts (``--parts``, any subset; ``--configs`` narrows them to some of their runs). Each run's row replaces only
+Parts (``--parts``, any subset; ``--configs`` narrows them to some of their runs; ``--set KEY=VALUE``, repeatable,
+overrides every run's config, e.g. a smaller budget, and is recorded in its row). Each run's row replaces only
 that run's row in benchmarks/results/factformer.json, with its own command, so the tables can be filled one run
 per invocation over several sessions; training runs resume where they stopped.
 
@@ -11,7 +12,9 @@ per invocation over several sessions; training runs resume where they stopped.
    ``attention_cost``: factorised versus full-grid linear attention in the same model, same heads (the paper's
    Table 4), forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
    fresh process per cell, batch 4).
-3. ``turbulence3d``: FactFormer-LM versus FNO3d-LM on forced isotropic turbulence at 32^3 (velocity).
+3. ``turbulence3d``: FactFormer-LM versus FNO3d-LM on forced isotropic turbulence at 32^3: both predict the
+   velocity u = (u, v, w) and the pressure p, and the table gives the error of each (the paper's Table 2 columns;
+   files generated before the pressure existed hold u only, and give the u columns).
 4. ``darcy``: FactFormer trained at 85 and evaluated zero-shot at 141 and 211, beside the Galerkin
    Transformer of benchmarks/darcy.py (its row in benchmarks/results/darcy.json).
 
@@ -58,6 +61,8 @@ def main() -> None:
     parser.add_argument("--darcy", default="data/darcy_421.h5")
     parser.add_argument("--epochs", default="", help="N, or config=N,... per config (default: the configs')")
     parser.add_argument("--runs", default="runs/factformer-benchmark", help="folder of the run directories")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every run (repeatable)")
     args = parser.parse_args()
 
     parts = args.parts.split(",")
@@ -80,6 +85,7 @@ def main() -> None:
             sets = [f"data.path={data[kind]}"] + ([f"train.epochs={epochs[name]}"] if name in epochs else [])
             if kind == "darcy":
                 sets.append(f"data.resolution={DARCY_FINE}")
+            sets += args.set
             jobs[name] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets, str(Path(args.runs) / name))
 
     load_before = os.getloadavg()
@@ -103,6 +109,9 @@ def main() -> None:
         if part in ("kolmogorov", "turbulence3d") and trained:  # the same test frames for every run of a part;
             # from a run of this invocation, as earlier runs' folders may be gone (a new machine)
             entry["persistence"] = persistence_row(Path(args.runs) / trained[0], data[part])
+            if part == "turbulence3d":
+                entry["persistence"]["fields"] = field_errors(str(Path(args.runs) / trained[0]), data[part],
+                                                              persistence=True)
         if part == "attention_cost":
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
             entry.update(bench=attention_costs(threads), command=invocation)
@@ -128,8 +137,38 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
     evaluation = evaluate_run(run, data, resolutions)
     seconds = time.perf_counter() - started
     n_test = load_config(config, sets).data.n_test
+    fields = {"fields": field_errors(run, data)} if name.startswith("turbulence3d") else {}
     return {"name": name, **run_record(summary, config, sets), "test": evaluation,
-            "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions))}
+            "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions)), **fields}
+
+
+#: Table 2's fields: the velocity (its three components together) and the pressure
+FIELDS = {"u": ["u", "v", "w"], "p": ["p"]}
+
+
+def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, dict[str, float]]:
+    """The test rollouts' relative L2 of each field of :data:`FIELDS` the data hold, per frame (over the grid and
+    the field's channels), averaged over the rolled-out frames and at the last one (means over the trajectories),
+    as the paper's Table 2; of the persistence baseline with ``persistence``."""
+    import torch
+
+    from opformer.eval.evaluate import load_run, rollout_row
+    from opformer.eval.metrics import persistence as repeat_last, relative_l2_per_sample
+
+    checkpoint, surrogate, payload = load_run(run)
+    row, split, preds = rollout_row(surrogate, payload, checkpoint, data, None, "test", torch.device("cpu"),
+                                    step=repeat_last if persistence else None)
+    t_in, channels = surrogate.spec["data"]["t_in"], split.info.input_channels
+    truth = split.fields[:, t_in:t_in + row["frames"]]
+    errors = {}
+    for field, names in FIELDS.items():
+        if set(names) <= set(channels):
+            index = [channels.index(name) for name in names]
+            per_frame = relative_l2_per_sample(preds[..., index].flatten(0, 1), truth[..., index].flatten(0, 1))
+            per_frame = per_frame.reshape(len(split), row["frames"])
+            errors[field] = {"relative_l2": float(per_frame.mean()),
+                             "final_relative_l2": float(per_frame[:, -1].mean())}
+    return errors
 
 
 def attention_costs(threads: int) -> list[dict[str, Any]]:
@@ -187,6 +226,26 @@ def _attention_table(cells: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _fields_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> list[str]:
+    """Table 2's columns: the error of u and of p, averaged over the rolled-out frames and at the last one."""
+    lines = table_head("model", "parameters", "u avg. error", "u final error", "p avg. error", "p final error",
+                       "inference s/traj", "s/step", "threads", "train h", "best epoch")
+
+    def errors(fields: dict[str, dict[str, float]]) -> str:
+        return " | ".join(f"{fields[f][key]:.3e}" if f in fields else "not stored"
+                          for f in FIELDS for key in ("relative_l2", "final_relative_l2"))
+
+    if baseline is not None and "fields" in baseline:
+        lines.append(f"| persistence (last given frame repeated) | 0 | {errors(baseline['fields'])} | | | | | |")
+    for row in runs:
+        if "fields" not in row:  # a row from before the fields were measured: its errors are in the table above
+            continue
+        lines.append(f"| {row['name']} | {row['parameters']:,} | {errors(row['fields'])} | "
+                     f"{row['evaluation_seconds_per_sample']:.3f} | {row['seconds_per_step']:.3f} | {row['threads']} | "
+                     f"{row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The parts that have run, as markdown tables with the command."""
     parts = result["parts"]
@@ -214,9 +273,15 @@ def markdown(result: dict[str, Any]) -> str:
         if "attention" in parts:
             lines += ["Rollout error of the full-attention model:", "", *_rollout_table(parts["attention"]["runs"]), ""]
     if "turbulence3d" in parts:
-        lines += ["## 3D isotropic turbulence, 32^3 (the paper's Table 2 at CPU scale)", "",
-                  "10 given frames, the rest rolled out; LM: 2 frames per call.", "",
-                  *_rollout_table(parts["turbulence3d"]["runs"], parts["turbulence3d"].get("persistence")), ""]
+        turbulence = parts["turbulence3d"]
+        lines += ["## 3D isotropic turbulence (the paper's Table 2 at CPU scale)", "",
+                  "10 given frames, the rest rolled out; LM: 2 frames per call. The grid, budget and data of each run "
+                  "are its overrides in the JSON and the command above. Errors over all stored channels:", "",
+                  *_rollout_table(turbulence["runs"], turbulence.get("persistence")), ""]
+        if any("fields" in row for row in turbulence["runs"]):
+            lines += ["Table 2's columns: the relative L2 of the velocity u = (u, v, w) and of the pressure p, each "
+                      "per frame, averaged over the rolled-out frames and at the last one:", "",
+                      *_fields_table(turbulence["runs"], turbulence.get("persistence")), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
                   *table_head("model", "parameters", "rel. L2 (test)", "s/step", "threads", "train h", "peak RSS GiB",

@@ -8,7 +8,8 @@
   committed result can be re-rendered; :func:`describe_machine` reads the older shapes of ``machine`` too).
 
 Each script is run from the repository root as ``python benchmarks/NAME.py`` (this folder is then first on the
-module path, so ``import harness`` finds this file).
+module path, so ``import harness`` finds this file); a script in a subfolder (``benchmarks/WHAT/NAME.py``) puts
+this folder on the path itself.
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ class InitConfig:
 
 
 #: the formats ``opformer import`` reads (:mod:`opformer.imports`)
-ImportFormat = Literal["dpot", "galerkin-transformer", "neuraloperator"]
+ImportFormat = Literal["dpot", "factformer", "galerkin-transformer", "neuraloperator"]
 
 
 @dataclass
@@ -262,6 +262,30 @@ def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict
                                   f"give {key} once, under rollout")
             section[key] = getattr(rollout, key)
     resolve_model_config(section)
+    return section
+
+
+#: the fraction of each non-periodic axis that FNO, FNO-time and F-FNO pad (``padding``) in a run configured from
+#: its data without the key (the FNO authors padded Darcy's 85^2 grid by 9 cells)
+DEFAULT_PADDING = 0.1
+#: the models that follow the data's grid kinds (``periodic``, per axis) where the model section leaves them out
+GRID_MODELS = frozenset({"fno1d", "fno2d", "fno2d_time", "fno3d_time", "ffno2d", "ffno3d", "dil_resnet2d",
+                         "dil_resnet3d"})
+
+
+def grid_defaults(model: dict[str, Any], periodic: list[bool]) -> dict[str, Any]:
+    """The model section with what the data's grid decides and the section leaves out, for a run configured from
+    its data (a trained run keeps the model config of its checkpoint, so runs trained before evaluate as they
+    did): a model of :data:`GRID_MODELS` takes ``periodic`` from the grid (one bool where every axis agrees, else
+    one per axis), and one that has ``padding`` pads its non-periodic axes by :data:`DEFAULT_PADDING`.
+    ``periodic`` holds the data's axes, True where the grid is periodic."""
+    if not model or model.get("name") not in GRID_MODELS:
+        return model
+    section = dict(model)
+    if "periodic" not in section:
+        section["periodic"] = periodic[0] if len(set(periodic)) == 1 else list(periodic)
+    if "padding" in model_keys(section) and "padding" not in section and not all(periodic):
+        section["padding"] = DEFAULT_PADDING
     return section
 
 

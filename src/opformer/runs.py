@@ -44,6 +44,7 @@ from opformer import __version__
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
 from opformer.errors import CheckpointError, ConfigError, StorageError
 from opformer.io import atomic_replace, write_atomic
+from opformer.models.factformer import check_layout
 from opformer.models.surrogate import Surrogate
 
 CHECKPOINT_FORMAT = "opformer-checkpoint"
@@ -303,6 +304,9 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             payload[key] = json.loads(payload[key])
     except (KeyError, TypeError, ValueError):
         raise CheckpointError(f"{path}: corrupt (the entry {key!r} is missing or unreadable)") from None
+    model = payload["spec"].get("model") if isinstance(payload["spec"], dict) else None
+    if isinstance(model, dict) and isinstance(payload.get("state_dict"), dict):
+        check_layout(str(model.get("name", "")), payload["state_dict"], "model.", str(path))
     return payload
 
 

@@ -52,7 +52,7 @@ def test_unknown_name_lists_valid_names():
 def test_unknown_key_lists_valid_keys():
     with pytest.raises(ConfigError) as info:
         build_model({"name": "fno1d", "foo": 1})
-    valid = "in_channels, out_channels, width, modes, n_layers, projection_width, activation, length, periodic"
+    valid = "in_channels, out_channels, width, modes, n_layers, projection_width, activation, length, periodic, padding"
     assert str(info.value) == f"model.foo: unknown key; valid keys: {valid}"
 
 
@@ -80,18 +80,20 @@ def test_presets_are_copies_and_unknown_preset_errors():
     config = preset("gt_burgers")
     config["d_model"] = 8
     assert "d_model" not in PRESETS["gt_burgers"]
-    with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, dpot_l, dpot_m, dpot_micro, dpot_nano, dpot_s, dpot_ti, factformer_darcy, factformer_kolmogorov, factformer_turbulence3d, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
+    with pytest.raises(ConfigError, match="valid presets: dil_resnet2d_ns, dil_resnet3d_velocity, dpot_l, dpot_m, dpot_micro, dpot_nano, dpot_s, dpot_ti, factformer_darcy, factformer_kolmogorov, factformer_smoke3d, factformer_turbulence3d, ffno2d_kolmogorov, ffno2d_ns, ffno3d_velocity, fno1d_burgers, fno2d_darcy"):
         preset("nope")
 
 
 # parameter counts of every preset, measured before the per-dimension classes were folded into one class each
+# (FactFormer's: the authors' layout, issue 46; docs/models.md)
 PRESET_PARAMETERS = {
-    "dil_resnet2d_ns": 4_152_321, "dil_resnet3d_velocity": 12_459_398, "factformer_darcy": 3_742_977,
-    "factformer_kolmogorov": 3_453_569, "factformer_turbulence3d": 5_032_067, "ffno2d_kolmogorov": 1_336_148,
+    "dil_resnet2d_ns": 4_152_321, "dil_resnet3d_velocity": 12_459_398, "factformer_darcy": 3_749_953,
+    "factformer_kolmogorov": 3_463_489, "factformer_turbulence3d": 5_093_188, "factformer_smoke3d": 4_501_764,
+    "ffno2d_kolmogorov": 1_336_148,
     "ffno2d_ns": 2_371_137, "ffno3d_velocity": 465_542, "fno1d_burgers": 549_569, "fno2d_darcy": 2_368_001,
     "fno2d_darcy_inverse": 2_368_001, "fno2d_time_ns": 926_357, "fno3d_time_velocity": 6_559_062,
     "ft_burgers": 530_305, "ft_darcy": 2_220_829, "gt_burgers": 530_305, "gt_darcy": 2_220_829,
-    "gt_darcy_inverse": 2_348_353, "linear_kolmogorov": 1_350_273, "lt_burgers": 530_305, "st_burgers": 530_305,
+    "gt_darcy_inverse": 2_348_353, "linear_kolmogorov": 1_295_681, "lt_burgers": 530_305, "st_burgers": 530_305,
     "dpot_ti": 7_534_643, "dpot_s": 30_801_459, "dpot_m": 122_125_875, "dpot_l": 509_018_739,
     "dpot_micro": 1_657_383, "dpot_nano": 469_927,
 }
@@ -114,17 +116,25 @@ OLD_CONFIGS = [
       "n_layers": 4, "projection_width": 128, "activation": "gelu", "length": 1.0, "periodic": True}, 6_558_377, 18),
     ({"name": "fno1d", "in_channels": 1, "out_channels": 1, "width": 64, "modes": 16, "n_layers": 4,
       "projection_width": 128, "activation": "relu", "length": 1.0, "periodic": True}, 549_569, 18),
-    ({"name": "factformer3d", "t_in": 10, "t_out": 2, "in_channels": 3, "out_channels": None, "d_model": 128,
-      "n_head": 6, "head_dim": 64, "kernel_multiplier": 3, "n_layers": 4, "latent_dim": 256, "block_latent": None,
-      "decoder_groups": 8, "fourier_scale": 8.0, "rope_scale": 64.0, "attention": "factorized", "length": 1.0,
-      "periodic": True}, 5_032_067, 174),
+    # FactFormer: the authors' layout since issue 46 (the full config as checkpoints store it since; a FactFormer
+    # checkpoint of the layout before does not load: "weights do not fit the stored model config")
+    ({"name": "factformer3d", "t_in": 10, "t_out": 2, "in_channels": 4, "out_channels": None, "d_model": 128,
+      "n_head": 6, "head_dim": 64, "kernel_multiplier": 3, "n_layers": 4, "latent_dim": 192, "block_latent": None,
+      "decoder_groups": 8, "lift": "channelwise", "cnn_layers": 0, "padding": 0, "fourier_scale": 8.0,
+      "rope_scale": 64.0, "attention": "factorized", "length": 1.0, "periodic": True}, 5_093_188, 161),
 ]
+
+
+#: constructor arguments newer than some OLD_CONFIGS, with their defaults (padding: issue 46's domain padding)
+ADDED = {"padding": 0}
 
 
 @pytest.mark.parametrize(("config", "count", "n_tensors"), OLD_CONFIGS, ids=[c[0]["name"] for c in OLD_CONFIGS])
 def test_old_style_full_configs_build_the_same_model(config, count, n_tensors):
     model = build_model(config)
-    assert model.config == config  # so a resumed run's checkpoint spec still matches
+    # arguments added since, at the values that keep the old model (Trainer.resume fills them into a stored spec)
+    added = {k: v for k, v in ADDED.items() if k in model.config and k not in config}
+    assert model.config == {**config, **added}
     assert sum(p.numel() for p in model.parameters()) == count
     assert len(model.state_dict()) == n_tensors
     # the bare name builds the same model: the registry entry supplies ndim and the name's own defaults

@@ -10,7 +10,7 @@ import torch
 
 from opformer.errors import ConfigError, DataError
 from opformer.models import build_model, preset
-from opformer.models.dil_resnet import DilResNet
+from opformer.models.dil_resnet import DILATIONS, DilResNet
 from opformer.models.ffno import FFNO
 from opformer.models.fno_time import FNOTime
 
@@ -196,3 +196,42 @@ def test_learns_tiny_advection_heat_problem(name, sizes, bound):
     with torch.no_grad():
         final = _relative_l2(model(x_test), y_test)
     assert initial > 0.8 and final < bound
+
+
+def test_dil_resnet_pads_each_axis_by_its_kind():
+    """Per axis: circular along the periodic one, zeros along the closed one (exactly, at every dilation)."""
+    torch.manual_seed(0)
+    mixed = build_model({"name": "dil_resnet2d", "t_in": 2, "periodic": [True, False], **SMALL["dil_resnet2d"]})
+    mixed = mixed.double()
+    uniform = {kind: build_model({"name": "dil_resnet2d", "t_in": 2, "periodic": kind, **SMALL["dil_resnet2d"]})
+               for kind in (True, False)}
+    for model in uniform.values():
+        model.double().load_state_dict(mixed.state_dict())  # the same parameters whatever the padding
+        assert type(model.encoder) is torch.nn.Conv2d
+    assert {model.encoder.padding_mode for model in uniform.values()} == {"circular", "zeros"}
+    conv = 3 * DILATIONS.index(8)  # the dilation-8 convolution of the first block
+    x = torch.randn(2, 8, 20, 24, dtype=torch.float64)
+    quiet_closed, quiet_periodic = x.clone(), x.clone()
+    quiet_closed[..., :8], quiet_closed[..., -8:] = 0, 0  # zero near the ends of the closed axis
+    quiet_periodic[:, :, :8], quiet_periodic[:, :, -8:] = 0, 0  # and of the periodic one
+    layer = {name: model.blocks[0].stack[conv] for name, model in (("mixed", mixed), *uniform.items())}
+    torch.testing.assert_close(layer["mixed"](quiet_closed), layer[True](quiet_closed), rtol=0, atol=1e-14)
+    torch.testing.assert_close(layer["mixed"](quiet_periodic), layer[False](quiet_periodic), rtol=0, atol=1e-14)
+    assert not torch.allclose(layer["mixed"](x), layer[True](x))
+    assert not torch.allclose(layer["mixed"](x), layer[False](x))
+    # the whole model: translation equivariant along the periodic axis only
+    u = torch.randn(2, 12, 10, 2, 1, dtype=torch.float64)
+    torch.testing.assert_close(mixed(u.roll(5, 1)), mixed(u).roll(5, 1), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(mixed(u.roll(5, 2)), mixed(u).roll(5, 2))
+    assert mixed(torch.randn(1, 12, 4, 2, 1, dtype=torch.float64)).shape == (1, 12, 4, 1, 1)  # a short closed axis
+    with pytest.raises(DataError, match=r"needs >= 8 points per periodic axis, got \(4, 12\)"):
+        mixed(torch.randn(1, 4, 12, 2, 1, dtype=torch.float64))
+
+
+def test_dil_resnet3d_mixed_axes():
+    torch.manual_seed(0)
+    model = build_model({"name": "dil_resnet3d", "t_in": 2, "periodic": [False, True, True],
+                         **SMALL["dil_resnet3d"]}).double()
+    u = torch.randn(1, 6, 8, 9, 2, 1, dtype=torch.float64)
+    torch.testing.assert_close(model(u.roll((3, 4), (2, 3))), model(u).roll((3, 4), (2, 3)), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(model(u.roll(2, 1)), model(u).roll(2, 1))

@@ -63,10 +63,12 @@ def test_axis_projection_is_mean_over_the_other_axes_then_mlp():
     attention = FactorizedAttention(4, n_head=1, head_dim=2, ndim=3, latent_dim=5).double()
     projection = attention.projections[1]
     u = torch.randn(2, 3, 4, 5, 4, dtype=torch.float64)
-    # gamma applied point-wise on the full grid, then the mean (the paper's order)
-    pooled = projection.gamma(u).mean(dim=(1, 3))
-    torch.testing.assert_close(projection(u, 1), projection.mlp(projection.norm(pooled)))
-    assert projection(u, 1).shape == (2, 4, 5)
+    axes = [torch.arange(s, dtype=torch.float64) / s for s in (3, 4, 5)]
+    # the authors' order: the shared to_in and gamma point-wise on the full grid, then the mean, then h
+    phi = projection.mlp(projection.norm(projection.gamma(attention.shared(u)).mean(dim=(1, 3))))
+    assert phi.shape == (2, 4, 5)
+    torch.testing.assert_close(attention.axis_kernels(u, axes)[1], attention.kernels[1](phi, axes[1]))
+    assert projection.gamma.bias is None and attention.shared.bias is None
 
 
 def test_rope_kernel_depends_only_on_coordinate_differences():
@@ -106,15 +108,18 @@ def test_kernel_scale_and_init_gain():
 
 
 def test_block_is_residual_with_headwise_norm():
+    """The authors' GroupNorm(domain_wise=True): each head over its features and the grid, unbiased variance,
+    eps 1e-8, no affine; the output network has no biases."""
     torch.manual_seed(0)
     block = factorized_block(8, n_head=2, head_dim=4, ndim=2).double()
     u = torch.randn(2, 5, 6, 8, dtype=torch.float64)
     axes = [torch.arange(5, dtype=torch.float64) / 5, torch.arange(6, dtype=torch.float64) / 6]
     z = block.mixer(block.norm(u), axes).reshape(2, 30, 2, 4)
     mean = z.mean(dim=(1, 3), keepdim=True)
-    var = z.var(dim=(1, 3), unbiased=False, keepdim=True)
-    normed = ((z - mean) / torch.sqrt(var + 1e-5)).reshape(2, 5, 6, 8)
+    var = ((z - mean) ** 2).sum(dim=(1, 3), keepdim=True) / (30 * 4 - 1)
+    normed = ((z - mean) / torch.sqrt(var + 1e-8)).reshape(2, 5, 6, 8)
     torch.testing.assert_close(block(u, axes), u + block.out(normed))
+    assert all(m.bias is None for m in block.out if isinstance(m, torch.nn.Linear))
 
 
 def test_fourier_features_are_frozen_and_saved():

@@ -10,6 +10,7 @@ from opformer.pde.navier_stokes3d import (
     LENGTH,
     generate_turbulence3d,
     kinetic_energy,
+    pressure,
     random_velocity,
     solve_navier_stokes_3d,
 )
@@ -83,17 +84,40 @@ def test_forced_run_is_divergence_free_and_injects_exact_power() -> None:
     assert max_divergence(u0) < 1e-13
 
 
+def test_pressure_of_taylor_green_and_abc_flows_is_exact() -> None:
+    # Classical Taylor-Green: p = (cos 2x + cos 2y)(cos 2z + 2) / 16. ABC (Beltrami, u x omega = 0): grad(p + |u|^2/2)
+    # = 0, so p = -|u|^2 / 2 up to its mean. 2D Taylor-Green solved to t: p = (cos 2x + cos 2y) exp(-4 nu t) / 4.
+    x, y, z = grid()
+    tg = np.stack([np.sin(x) * np.cos(y) * np.cos(z), -np.cos(x) * np.sin(y) * np.cos(z), 0 * x])
+    abc = np.stack([np.sin(z) + 0.5 * np.cos(y), 0.8 * np.sin(x) + np.cos(z), 0.5 * np.sin(y) + 0.8 * np.cos(x)])
+    p_tg, p_abc = pressure(np.stack([tg, abc]))
+    assert np.abs(p_tg - (np.cos(2 * x) + np.cos(2 * y)) * (np.cos(2 * z) + 2) / 16).max() < 1e-14
+    half_speed2 = 0.5 * (abc**2).sum(axis=0)
+    assert np.abs(p_abc - (half_speed2.mean() - half_speed2)).max() < 1e-14
+    nu, times = 0.05, np.array([0.0, 0.5, 1.0])
+    tg2 = np.stack([np.sin(x) * np.cos(y), -np.cos(x) * np.sin(y), 0 * x])
+    frames, _ = solve_navier_stokes_3d(tg2[None], nu=nu, times=times, dt=0.05)
+    for i, t in enumerate(times):
+        exact = (np.cos(2 * x) + np.cos(2 * y)) * np.exp(-4 * nu * t) / 4
+        assert np.abs(pressure(frames[:, i])[0] - exact).max() < 1e-13
+    # a box of side 1 scales the wave numbers by 2 pi: the same Taylor-Green field in x / (2 pi) has the same p
+    assert np.abs(pressure(tg[None], length=1.0)[0] - p_tg).max() < 1e-14
+
+
 def test_turbulence_generator_deterministic() -> None:
     kwargs = dict(samples=2, resolution=16, t_final=0.1, spinup=0.2)
     data, settings = generate_turbulence3d(**kwargs)
     again, _ = generate_turbulence3d(**kwargs, batch_size=1, workers=1)
     other, _ = generate_turbulence3d(**kwargs, seed=1)
     second, _ = generate_turbulence3d(**{**kwargs, "samples": 1}, first=1)
-    assert data.shape == (2, 3, 16, 16, 16, 3) and data.dtype == np.float32
+    assert data.shape == (2, 3, 16, 16, 16, 4) and data.dtype == np.float32
     assert np.array_equal(data, again) and not np.allclose(data, other)
     assert np.array_equal(second, data[1:])
-    assert max_divergence(np.moveaxis(data[:, -1], -1, 1).astype(np.float64)) < 1e-6  # float32 storage
-    assert settings["pde"]["channels"] == ["u", "v", "w"] and settings["pde"]["nu"] == 0.025
+    velocity = np.moveaxis(data[:, -1, ..., :3], -1, 1).astype(np.float64)
+    assert max_divergence(velocity) < 1e-6  # float32 storage
+    p = pressure(velocity)  # the stored p is the pressure of the stored velocity (to float32 rounding)
+    assert np.abs(data[:, -1, ..., 3] - p).max() < 1e-5 * np.abs(p).max() and np.abs(p).max() > 0.1
+    assert settings["pde"]["channels"] == ["u", "v", "w", "p"] and settings["pde"]["nu"] == 0.025
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ DEFAULTS = {
     "compressible-ns": {"resolution": 64, "mach": 1.0, "eta": 0.1, "t_final": 1.0},
     "smoke": {"resolution": 64, "solve_resolution": None},
     "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
+    "smoke3d": {"resolution": 64},
 }
 
 
@@ -50,7 +51,7 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert ("stored grid points per axis (default: burgers 8192; darcy 421 nodes, boundary included; "
             "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64; "
-            "compressible-ns 64; smoke 64; smoke-conditioned 64)") in text
+            "compressible-ns 64; smoke 64; smoke-conditioned 64; smoke3d 64)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
     assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction, compressible-ns: "

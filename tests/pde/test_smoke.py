@@ -21,16 +21,16 @@ def test_the_projection_leaves_no_discrete_divergence_and_is_a_projection():
     rng = np.random.default_rng(0)
     n = 16
     u, v = rng.standard_normal((2, n + 1, n)), rng.standard_normal((2, n, n + 1))
-    pu, pv = project(u, v)
+    pu, pv = project((u, v))
     h = LENGTH / n
-    assert np.abs(divergence(u, v, h)).max() > 1.0  # it had some
-    assert np.abs(divergence(pu, pv, h)).max() < 1e-10
+    assert np.abs(divergence((u, v), h)).max() > 1.0  # it had some
+    assert np.abs(divergence((pu, pv), h)).max() < 1e-10
     assert np.all(pu[:, [0, -1]] == 0.0) and np.all(pv[:, :, [0, -1]] == 0.0)  # no flow through the walls
-    qu, qv = project(pu, pv)
+    qu, qv = project((pu, pv))
     assert np.abs(qu - pu).max() < 1e-12 and np.abs(qv - pv).max() < 1e-12
     smoke = initial_smoke(rng, n)[None]
-    _, su, sv = smoke_step(smoke, pu[:1], pv[:1], np.array([0.5]))  # a full step ends divergence-free too
-    assert np.abs(divergence(su, sv, h)).max() < 1e-10
+    _, velocity = smoke_step(smoke, (pu[:1], pv[:1]), np.array([0.5]))  # a full step ends divergence-free too
+    assert np.abs(divergence(velocity, h)).max() < 1e-10
 
 
 def neumann_laplacian(p: np.ndarray, h: float) -> np.ndarray:
@@ -68,7 +68,7 @@ def test_semi_lagrangian_advection_by_a_uniform_velocity_is_second_order_in_spac
         smoke = bump(x[:, None], x[None, :])[None]
         u, v = np.full((1, n + 1, n), speed), np.full((1, n, n + 1), -speed)
         for _ in range(steps):
-            smoke = advect_smoke(smoke, u, v, dt / h)
+            smoke = advect_smoke(smoke, (u, v), dt / h)
         shift = speed * dt * steps
         return float(np.abs(smoke[0] - bump(x[:, None] - shift, x[None, :] + shift)).max())
 
@@ -87,11 +87,11 @@ def test_a_shear_flow_is_a_steady_solution_of_the_velocity_advection_away_from_t
     profile = 0.3 * np.sin(np.pi * y / n) + 0.1 * np.cos(3.0 * np.pi * y / n)
     u = np.broadcast_to(profile[None, None, :], (1, n + 1, n)).copy()
     u[:, [0, -1]] = 0.0
-    new_u, new_v = advect_velocity(u, np.zeros((1, n, n + 1)), courant=1.5)  # shifts of up to 0.6 cells
+    new_u, new_v = advect_velocity((u, np.zeros((1, n, n + 1))), courant=1.5)  # shifts of up to 0.6 cells
     assert np.abs(new_u[:, 2:-2] - u[:, 2:-2]).max() < 1e-15 and np.all(new_v == 0.0)
     assert np.abs(new_u[:, 1] - u[:, 1]).max() > 1e-2  # the wall face's 0 reaches the first faces
     v = u.swapaxes(1, 2)  # v(x) on the y-faces, 0 on the walls
-    new_u, new_v = advect_velocity(np.zeros((1, n + 1, n)), v, courant=1.5)
+    new_u, new_v = advect_velocity((np.zeros((1, n + 1, n)), v), courant=1.5)
     assert np.abs(new_v[:, :, 2:-2] - v[:, :, 2:-2]).max() < 1e-15 and np.all(new_u == 0.0)
 
 
@@ -110,7 +110,7 @@ def test_smoke_stays_within_its_initial_bounds_and_only_a_uniform_flow_keeps_its
     n = 32
     x = (np.arange(n) + 0.5) * LENGTH / n
     bump = np.exp(-((x[:, None] - 16.0) ** 2 + (x[None, :] - 16.0) ** 2) / 8.0)[None]  # 1e-13 at the walls
-    shifted = advect_smoke(bump, np.full((1, n + 1, n), 0.7), np.full((1, n, n + 1), -0.4), 1.5 * n / LENGTH)
+    shifted = advect_smoke(bump, (np.full((1, n + 1, n), 0.7), np.full((1, n, n + 1), -0.4)), 1.5 * n / LENGTH)
     assert shifted.sum() == pytest.approx(bump.sum(), rel=1e-12)  # the bilinear weights of a shift sum to one
     smoke = np.stack([initial_smoke(np.random.default_rng(s), n) for s in range(2)])
     s = solve_smoke(smoke, np.array([0.5, 0.3]), frame_steps(4))[..., 0]

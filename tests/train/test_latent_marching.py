@@ -99,7 +99,8 @@ def test_config_errors_name_the_key(keys, message):
 
 @pytest.mark.parametrize(("model", "epochs"), [({"name": "time_mix", "t_in": 3, "t_out": 2}, 6),
                                                ({"name": "factformer2d", "t_in": 3, "t_out": 2, "d_model": 8,
-                                                 "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8}, 3)])
+                                                 "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8,
+                                                 "decoder_groups": 8}, 3)])
 def test_trainer_runs_the_lm_strategy(tmp_path, heat_file, time_mix, model, epochs):
     config = {"seed": 0, "model": model,
               "data": {"path": str(heat_file), "n_train": 6, "n_val": 2, "n_test": 2, "normalize_input": "channel",

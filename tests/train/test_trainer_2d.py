@@ -91,3 +91,45 @@ def test_a_pointwise_normalised_run_is_evaluated_zero_shot_on_a_finer_file(tmp_p
     at9, at17 = (evaluate_run(run, path, [None], split="all")[0] for path in (coarse, fine))
     assert (at9["resolution"], at17["resolution"], at17["trained_at"]) == (9, 17, 9)
     assert at17["relative_l2"] < 1.5 * at9["relative_l2"], (at9, at17)
+
+
+FNO = {"name": "fno2d", "width": 6, "modes": 3, "n_layers": 2, "projection_width": 8}
+
+
+def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates_and_resumes_as_it_was(
+        tmp_path, darcy_file, darcy_config):
+    from opformer.runs import load_checkpoint, load_run_config, save_checkpoint
+
+    config = {**darcy_config(darcy_file, epochs=1), "model": FNO}
+    fresh = Trainer(config_from_dict(config), tmp_path / "new")
+    assert fresh.surrogate.spec["model"]["padding"] == 0.1 and fresh.surrogate.spec["model"]["periodic"] is False
+    assert fresh.config.model["padding"] == 0.1  # so config.yaml holds it and a resume rebuilds the same model
+    explicit = Trainer(config_from_dict({**config, "model": {**FNO, "padding": 0}}), tmp_path / "explicit")
+    assert explicit.surrogate.spec["model"]["padding"] == 0
+
+    # a run trained before padding existed: neither its checkpoints nor its config.yaml name padding
+    run = tmp_path / "old"
+    train(config_from_dict({**config, "model": {**FNO, "periodic": False, "padding": 0}}), run)
+    (before,) = evaluate_run(run, darcy_file, [9])
+    test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
+    trained, _ = load_surrogate(run / "best.pt")
+    for name in ("best.pt", "last.pt"):
+        surrogate, payload = load_surrogate(run / name)
+        del surrogate.spec["model"]["padding"]
+        del payload["run_config"]["model"]["padding"]
+        save_checkpoint(run / name, surrogate, run_config=payload["run_config"], epoch=payload["epoch"],
+                        history=payload["history"], best_val=payload["best_val"],
+                        training_state=payload["training_state"])
+    (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("  padding: 0\n", ""))
+    assert "padding" not in load_checkpoint(run / "best.pt")["spec"]["model"]
+    assert "padding" not in load_run_config(run).model
+    old, _ = load_surrogate(run / "best.pt")
+    assert old.model.padding == 0
+    with torch.no_grad():
+        torch.testing.assert_close(old(test.inputs), trained(test.inputs), rtol=0, atol=0)
+    assert evaluate_run(run, darcy_file, [9]) == [before]
+    resumed = load_run_config(run)
+    resumed.train.epochs = 2
+    train(resumed, run, resume=True)  # the stored spec, with padding 0 filled in, is the model's
+    assert load_checkpoint(run / "last.pt")["epoch"] == 1
+    assert load_surrogate(run / "last.pt")[0].model.padding == 0

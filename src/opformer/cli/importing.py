@@ -1,6 +1,7 @@
-"""``opformer import``: weights trained by another code base (DPOT's authors, the Galerkin Transformer package,
-neuraloperator) or an exported opformer model, from a file, a folder or the Hugging Face Hub, as a run directory
-that every other command takes; ``opformer export``: a run as a model repository others can load."""
+"""``opformer import``: weights trained by another code base (DPOT's and FactFormer's authors, the Galerkin
+Transformer package, neuraloperator) or an exported opformer model, from a file, a folder or the Hugging Face Hub,
+as a run directory that every other command takes; ``opformer export``: a run as a model repository others can
+load."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from opformer.cli.options import AddCommand, writable_folder
 from opformer.errors import ConfigError
 
 #: the formats of :mod:`opformer.imports` (named here so that the parser does not import torch's models)
-FORMATS = ("dpot", "galerkin-transformer", "neuraloperator", "opformer")
+FORMATS = ("dpot", "factformer", "galerkin-transformer", "neuraloperator", "opformer")
 
 EXAMPLES = {
     "import": "opformer import dpot model_Ti.pth --out runs/dpot_ti\n"
               "  opformer import dpot hf://hzk17/DPOT/model_Ti.pth --out runs/dpot_ti\n"
+              "  opformer import factformer checkpoint_final.pth --config ns2d_fact_lm.yml --out runs/ff_imported\n"
               "  opformer import galerkin-transformer burgers_gt.pt --config burgers.yaml --out runs/gt_imported\n"
               "  opformer import neuraloperator fno1d_state_dict.pt --out runs/fno_imported\n"
               "  opformer import opformer hf://OWNER/NAME --revision v1 --out runs/shared",
@@ -64,8 +66,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def add_parsers(add: AddCommand) -> None:
     """The parsers of ``import`` and ``export``."""
-    p = add("import", "Weights of DPOT's authors, the Galerkin Transformer package, neuraloperator or an exported "
-                      "opformer model, local or from the Hugging Face Hub, as a run directory (docs/models.md).")
+    p = add("import", "Weights of DPOT's or FactFormer's authors, the Galerkin Transformer package, neuraloperator "
+                      "or an exported opformer model, local or from the Hugging Face Hub, as a run directory "
+                      "(docs/models.md).")
     p.add_argument("format", choices=FORMATS, help="the code base the weights come from (opformer: a model "
                                                    "repository written by opformer export)")
     p.add_argument("source", help="the weights file (read without unpickling code), the exported folder (format "
@@ -75,7 +78,7 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--revision", help="hf:// sources: the branch, tag or commit to take (default main); the "
                                       "commit it resolves to is recorded in run.json")
     p.add_argument("--config", help="galerkin-transformer: the SimpleTransformer config (YAML or JSON) if the file "
-                                    "holds none")
+                                    "holds none; factformer: the authors' YAML config the model was trained with")
     p.add_argument("--modes", type=int, help="dpot: Fourier modes of the mixer (default: the file's args.modes, "
                                              "else the authors' default 32)")
     p.add_argument("--grid", default="nodes", choices=["nodes", "periodic"],

@@ -2,7 +2,8 @@
 
 Formats (one module each) of one weights file, local or ``hf://OWNER/NAME[@REV]/PATH`` on the Hugging Face
 Hub (:mod:`opformer.imports.hub`: huggingface_hub's cache, the commit recorded): ``dpot``
-(:mod:`opformer.imports.dpot`, the DPOT authors' checkpoints), ``galerkin-transformer``
+(:mod:`opformer.imports.dpot`, the DPOT authors' checkpoints), ``factformer`` (:mod:`opformer.imports.factformer`,
+the FactFormer authors' checkpoints with their YAML config), ``galerkin-transformer``
 (:mod:`opformer.imports.galerkin`, the Galerkin Transformer package's ``SimpleTransformer``), ``neuraloperator``
 (:mod:`opformer.imports.neuraloperator`, FNO 1D/2D). Each reads the file without unpickling code, infers (or is
 given) the model's configuration, and maps the tensors key by key onto opformer's model; any unknown or missing
@@ -31,14 +32,14 @@ from torch import Tensor
 
 from opformer.config import ImportedConfig, RolloutConfig, RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError
-from opformer.imports import dpot, galerkin, hub, neuraloperator
+from opformer.imports import dpot, factformer, galerkin, hub, neuraloperator
 from opformer.imports.weights import sha256_file
 from opformer.io import atomic_folder
 from opformer.models.surrogate import Surrogate
 from opformer.runs import check_fresh, record_import, save_checkpoint, write_run_config, write_summary
 
 #: the formats of one weights file (:func:`convert_file`)
-FILE_FORMATS = ("dpot", "galerkin-transformer", "neuraloperator")
+FILE_FORMATS = ("dpot", "factformer", "galerkin-transformer", "neuraloperator")
 #: every format ``opformer import`` reads: the file formats and ``opformer`` (:mod:`opformer.imports.repository`)
 FORMATS = (*FILE_FORMATS, "opformer")
 
@@ -70,14 +71,15 @@ def _signature(ndim: int, size: int, in_channels: int, out_channels: int, import
 
 def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None, modes: int | None = None,
                  grid: str = "nodes") -> Imported:
-    """Read and convert ``path`` of format ``fmt`` (``config``: the GT package's model config file; ``modes``: DPOT's
-    Fourier modes if not the file's; ``grid``: the GT model's coordinates, ``nodes`` or ``periodic``)."""
+    """Read and convert ``path`` of format ``fmt`` (``config``: the GT package's model config file, or the
+    FactFormer authors' YAML; ``modes``: DPOT's Fourier modes if not the file's; ``grid``: the GT model's
+    coordinates, ``nodes`` or ``periodic``)."""
     path = Path(path)
     where = str(path)
-    unused = {"--config": (config, "galerkin-transformer"), "--modes": (modes, "dpot")}
-    for option, (value, owner) in unused.items():
-        if value is not None and fmt != owner:
-            raise ConfigError(f"{option}: only used with format {owner}")
+    unused = {"--config": (config, ("galerkin-transformer", "factformer")), "--modes": (modes, ("dpot",))}
+    for option, (value, owners) in unused.items():
+        if value is not None and fmt not in owners:
+            raise ConfigError(f"{option}: only used with format {' or '.join(owners)}")
     if grid != "nodes" and fmt != "galerkin-transformer":
         raise ConfigError("--grid: only used with format galerkin-transformer")
     if fmt == "dpot":
@@ -89,6 +91,15 @@ def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None
         data = _signature(ndim, model["grid_size"], model["in_channels"], model["out_channels"], fmt,
                           {"t_in": model["t_in"], "t_out": model["t_out"]})
         return Imported(model, dpot.convert(state, model, where), data, preset, notes)
+    if fmt == "factformer":
+        state, their_config = factformer.read_factformer(path, config)
+        model, notes = factformer.infer_config(state, their_config, config or where)
+        ndim = 3 if model["name"] == "factformer3d" else 2
+        size = their_config.get("resolution")
+        frames = {"t_in": model["t_in"], "t_out": model["t_out"]} if "t_in" in model else None
+        data = _signature(ndim, size if isinstance(size, int) and size > 0 else 64, model["in_channels"],
+                          model["out_channels"], fmt, frames)
+        return Imported(model, factformer.convert(state, model, where), data, "", notes)
     if fmt == "galerkin-transformer":
         state, package_config = galerkin.read_galerkin(path, config)
         model, notes = galerkin.model_config(package_config, config or where, grid)

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from opformer.errors import CheckpointError
-from opformer.imports.weights import Rule, map_state_dict, prefixed, read_weights, require, tensor_dict
+from opformer.imports.weights import Rule, map_state_dict, model_entry, prefixed, read_weights, require
 from opformer.models.registry import PRESETS, build_model
 
 #: globals a DPOT checkpoint may name: the ``args`` of their fine-tuning scripts
@@ -43,11 +43,7 @@ MODES_3D_LAST = 8  # AFNO3D(temporal_modes=8): the last axis of their 3D mixer
 def read_dpot(path: Path) -> tuple[dict[str, Tensor], dict[str, Any] | None]:
     """The state dict (``module.`` prefix removed) and the ``args`` (as a dict, if any) of a DPOT file."""
     payload = read_weights(path, ALLOWED)
-    if not isinstance(payload, Mapping) or "model" not in payload:
-        kind = f"a dict with keys {', '.join(map(repr, list(payload)[:5]))}" if isinstance(payload, Mapping) else \
-            f"a {type(payload).__name__}"
-        raise CheckpointError(f"{path}: holds {kind}; expected the authors' {{'model': state_dict, ...}}")
-    state = tensor_dict(payload["model"], path, "'model'")
+    state = model_entry(payload, path)
     if all(key.startswith("module.") for key in state):
         state = {key.removeprefix("module."): value for key, value in state.items()}
     args = payload.get("args")

@@ -117,6 +117,16 @@ def tensor_dict(value: Any, path: Path, what: str) -> dict[str, Tensor]:
     return dict(value)
 
 
+def model_entry(payload: Any, path: Path) -> dict[str, Tensor]:
+    """The state dict under ``'model'`` of a checkpoint ``{'model': state_dict, ...}`` (what the DPOT and
+    FactFormer authors' trainers save), else a one-line error saying what the file holds."""
+    if not isinstance(payload, Mapping) or "model" not in payload:
+        kind = f"a dict with keys {', '.join(map(repr, list(payload)[:5]))}" if isinstance(payload, Mapping) else \
+            f"a {type(payload).__name__}"
+        raise CheckpointError(f"{path}: holds {kind}; expected the authors' {{'model': state_dict, ...}}")
+    return tensor_dict(payload["model"], path, "'model'")
+
+
 def identity(value: Any) -> Any:
     return value
 

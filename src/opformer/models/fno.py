@@ -6,6 +6,7 @@ from torch import Tensor, nn
 
 from opformer.errors import ConfigError
 from opformer.grids import block_average
+from opformer.nn.domain_padding import Padding, axis_periodicity, crop_domain, pad_domain
 from opformer.nn.mlp import FeedForward
 from opformer.nn.positional import append_coordinates, grid_coordinates
 from opformer.nn.spectral import FourierLayer
@@ -22,18 +23,24 @@ class FNO(nn.Module):
 
     ``output_size`` (2D, inverse problem) block-averages the output to a coarser closed grid of that many
     points per axis (:func:`opformer.grids.block_average`), the grid of the coarse target.
+
+    ``periodic`` (one bool, or one per axis) says which axes are periodic: their coordinates, and where
+    ``padding`` applies. ``padding`` (cells, or a fraction of the axis in (0, 1)) appends zeros at the end of
+    every non-periodic axis after the lifting and crops them before the projection, as the FNO authors do on
+    non-periodic problems (:mod:`opformer.nn.domain_padding`); 0 (the class's default) pads nothing.
     """
 
     def __init__(self, ndim: int, in_channels: PositiveInt = 1, out_channels: PositiveInt = 1, width: PositiveInt = 64,
                  modes: PositiveInt = 16, n_layers: PositiveInt = 4, projection_width: PositiveInt = 128,
-                 activation: str = "relu", length: PositiveFloat = 1.0, periodic: bool = True,
-                 output_size: PositiveInt | None = None) -> None:
+                 activation: str = "relu", length: PositiveFloat = 1.0, periodic: bool | list[bool] = True,
+                 output_size: PositiveInt | None = None, padding: Padding = 0) -> None:
         super().__init__()
         if min(in_channels, out_channels, width, modes, n_layers, projection_width) < 1:
             raise ConfigError("FNO sizes (channels, width, modes, n_layers, projection_width) must be >= 1")
         if output_size is not None and ndim != 2:
             raise ConfigError(f"output_size: block averages are 2D, got a {ndim}D FNO")
         self.ndim, self.length, self.periodic, self.output_size = ndim, length, periodic, output_size
+        self.axis_periodic, self.padding = axis_periodicity(periodic, ndim), padding
         self.lift = nn.Linear(in_channels + ndim, width)
         self.layers = nn.ModuleList(
             FourierLayer(width, width, modes, ndim, activation if i < n_layers - 1 else None)
@@ -47,10 +54,10 @@ class FNO(nn.Module):
         if len(spatial) != self.ndim:
             raise ValueError(f"expected (batch, {self.ndim} spatial axes, channels), got {tuple(x.shape)}")
         pos = grid_coordinates(
-            spatial, lengths=self.length, periodic=self.periodic, device=x.device, dtype=x.dtype
+            spatial, lengths=self.length, periodic=self.axis_periodic, device=x.device, dtype=x.dtype
         )
-        h = self.lift(append_coordinates(x, pos))
+        h = pad_domain(self.lift(append_coordinates(x, pos)), self.axis_periodic, self.padding)
         for layer in self.layers:
             h = layer(h)
-        y = self.projection(h)
+        y = self.projection(crop_domain(h, spatial))
         return block_average(y, self.output_size) if self.output_size else y

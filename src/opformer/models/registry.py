@@ -48,7 +48,8 @@ MODELS: dict[str, ModelEntry] = {
     # FactFormer (docs/models.md): latent marching in 2D/3D, and a steady 2D version (Darcy)
     "factformer2d": ModelEntry(FactFormerTime, {"ndim": 2}),
     "factformer3d": ModelEntry(FactFormerTime, {"ndim": 3},
-                               {"t_out": 2, "in_channels": 3, "n_head": 6, "kernel_multiplier": 3}),
+                               {"t_out": 2, "in_channels": 4, "n_head": 6, "kernel_multiplier": 3, "latent_dim": 192,
+                                "decoder_groups": 8, "lift": "channelwise"}),
     "factformer2d_steady": ModelEntry(FactFormer2dSteady),
     # DPOT (docs/models.md): patches, temporal aggregation, Fourier-attention blocks
     "dpot2d": ModelEntry(DPOT, {"ndim": 2}),
@@ -98,8 +99,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_layers": 3, "fourier_scale": 1.0,
     },
     "factformer_turbulence3d": {
-        "name": "factformer3d", "t_in": 10, "t_out": 2, "in_channels": 3, "d_model": 128, "n_head": 6,
-        "head_dim": 64, "kernel_multiplier": 3, "n_layers": 4, "latent_dim": 256, "fourier_scale": 8.0,
+        "name": "factformer3d", "t_in": 10, "t_out": 2, "in_channels": 4, "d_model": 128, "n_head": 6,
+        "head_dim": 64, "kernel_multiplier": 3, "n_layers": 4, "latent_dim": 192, "fourier_scale": 8.0,
+    },
+    # the authors' smoke3d_fact_lm.yml: d (smoke) and u, 4 frames in, 4 per call, the closed-domain CNN, 2 padding
+    # cells, coordinates on [0, 8] as theirs
+    "factformer_smoke3d": {
+        "name": "factformer3d", "t_in": 4, "t_out": 4, "in_channels": 4, "d_model": 128, "n_head": 6,
+        "head_dim": 64, "kernel_multiplier": 3, "n_layers": 3, "latent_dim": 192, "decoder_groups": 12,
+        "fourier_scale": 1.0, "cnn_layers": 2, "padding": 2, "length": 8.0, "periodic": False,
     },
     # the same Kolmogorov model with full-grid linear attention (same 8 x 64 heads) in every layer (section 4.3)
     "linear_kolmogorov": {

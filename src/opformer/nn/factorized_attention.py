@@ -57,22 +57,19 @@ class GEGLUFeedForward(nn.Module):
 class AxisProjection(nn.Module):
     """The learnable projection of eq. (6) onto one axis: ``phi = h(mean_{other axes} gamma(u))``.
 
-    ``gamma = Linear(d, d)``; ``h`` = LayerNorm then the GEGLU network ``d -> d -> latent``. Since ``gamma``
-    is affine it commutes with the mean, so the mean is taken first (same function, ``S_m d^2`` instead of
-    ``N d^2`` operations).
+    ``gamma = Linear(d, d, bias=False)``; ``h`` = LayerNorm then the GEGLU network ``d -> d -> latent`` (the
+    authors' ``PoolingReducer``). Since ``gamma`` is linear it commutes with the mean, so the input is the pooled
+    ``(batch, S_axis, d)`` (same function, ``S_m d^2`` instead of ``N d^2`` operations).
     """
 
     def __init__(self, dim: int, latent_dim: int) -> None:
         super().__init__()
-        self.gamma = nn.Linear(dim, dim)
+        self.gamma = nn.Linear(dim, dim, bias=False)
         self.norm = nn.LayerNorm(dim)
         self.mlp = GEGLUFeedForward(dim, dim, latent_dim)
 
-    def forward(self, u: Tensor, axis: int) -> Tensor:
-        """Project ``u`` ``(batch, *spatial, d)`` onto spatial ``axis``: ``(batch, S_axis, latent)``."""
-        ndim = u.dim() - 2
-        others = tuple(1 + a for a in range(ndim) if a != axis)
-        pooled = u.mean(dim=others) if others else u
+    def forward(self, pooled: Tensor) -> Tensor:
+        """The 1D function ``(batch, S_axis, latent)`` of the pooled field ``(batch, S_axis, d)``."""
         return self.mlp(self.norm(self.gamma(pooled)))
 
 
@@ -124,9 +121,12 @@ def factorized_contraction(values: Tensor, kernels: Sequence[Tensor]) -> Tensor:
 class FactorizedAttention(nn.Module):
     """Multi-head factorised kernel attention on ``(batch, *spatial, d)`` (eq. 9), output ``n_head*head_dim``.
 
-    ``V = Linear(d, n_head * head_dim, bias=False)``; per axis an :class:`AxisProjection` to ``latent_dim`` and
-    an :class:`AxisKernel` whose queries and keys have ``head_dim * kernel_multiplier`` features per head; the
-    kernel scale is 1, or ``1/sqrt(head_dim * kernel_multiplier)`` when ``kernel_multiplier > 4``.
+    ``V = Linear(d, n_head * head_dim, bias=False)``; a shared ``Linear(d, d, bias=False)`` (the authors'
+    ``to_in``), then per axis the mean over the other axes, an :class:`AxisProjection` to ``latent_dim`` and an
+    :class:`AxisKernel` whose queries and keys have ``head_dim * kernel_multiplier`` features per head; the kernel
+    scale is 1, or ``1/sqrt(head_dim * kernel_multiplier)`` when ``kernel_multiplier > 4``. The authors apply
+    ``to_in`` and ``gamma`` on the full grid before the mean; both are linear, so here they act on the pooled
+    ``(batch, S_m, d)`` (the same function).
     """
 
     def __init__(self, dim: int, n_head: int, head_dim: int, ndim: int, latent_dim: int | None = None,
@@ -139,6 +139,7 @@ class FactorizedAttention(nn.Module):
         scale = 1 / math.sqrt(width) if kernel_multiplier > 4 else 1.0
         self.n_head, self.head_dim = n_head, head_dim
         self.value = nn.Linear(dim, n_head * head_dim, bias=False)
+        self.shared = nn.Linear(dim, dim, bias=False)
         self.projections = nn.ModuleList(AxisProjection(dim, latent_dim) for _ in range(ndim))
         self.kernels = nn.ModuleList(
             AxisKernel(latent_dim, n_head, width, scale, rope_scale) for _ in range(ndim)
@@ -146,8 +147,13 @@ class FactorizedAttention(nn.Module):
 
     def axis_kernels(self, u: Tensor, axes: Sequence[Tensor]) -> list[Tensor]:
         """The kernels ``A_m`` ``(batch, n_head, S_m, S_m)`` of ``u`` at the axis coordinates ``axes``."""
-        return [kernel(projection(u, m), axes[m])
-                for m, (projection, kernel) in enumerate(zip(self.projections, self.kernels))]
+        ndim = u.dim() - 2
+        kernels = []
+        for m, (projection, kernel) in enumerate(zip(self.projections, self.kernels)):
+            others = tuple(1 + a for a in range(ndim) if a != m)
+            pooled = u.mean(dim=others) if others else u
+            kernels.append(kernel(projection(self.shared(pooled)), axes[m]))
+        return kernels
 
     def forward(self, u: Tensor, axes: Sequence[Tensor]) -> Tensor:
         """Attend over ``u`` ``(batch, *spatial, d)``; ``axes[m]`` holds the ``S_m`` coordinates of axis m."""
@@ -158,17 +164,31 @@ class FactorizedAttention(nn.Module):
         return factorized_contraction(v, self.axis_kernels(u, axes)).flatten(-2)
 
 
-def group_norm_last(x: Tensor, groups: int, norm: nn.GroupNorm | None = None) -> Tensor:
+def group_norm_last(x: Tensor, groups: int, norm: nn.GroupNorm | None = None, eps: float = 1e-5) -> Tensor:
     """Group normalisation of a channel-last ``x`` ``(batch, *spatial, c)`` over each group's channels and the
-    grid (``norm``'s affine parameters if given)."""
-    weight, bias, eps = (None, None, 1e-5) if norm is None else (norm.weight, norm.bias, norm.eps)
+    grid (``norm``'s affine parameters and eps if given)."""
+    weight, bias, eps = (None, None, eps) if norm is None else (norm.weight, norm.bias, norm.eps)
     return F.group_norm(x.movedim(-1, 1), groups, weight, bias, eps).movedim(1, -1)
+
+
+def head_norm(x: Tensor, groups: int, eps: float = 1e-8) -> Tensor:
+    """The authors' domain-wise group norm of a channel-last ``x`` ``(batch, *spatial, c)``, no affine: each
+    group's ``n`` values (its channels over the whole grid) divided by ``sqrt(unbiased variance + eps)``.
+
+    Computed by the fused group norm (biased variance ``v``): ``(x - m) / sqrt(v + eps (n-1)/n) * sqrt((n-1)/n)``
+    is ``(x - m) / sqrt(n v / (n-1) + eps)``, the same value."""
+    n = x[0].numel() // groups
+    if n < 2:
+        raise ValueError(f"head_norm: each of the {groups} groups needs 2 values or more, got {n}")
+    ratio = (n - 1) / n
+    return group_norm_last(x, groups, eps=eps * ratio) * math.sqrt(ratio)
 
 
 class MixerBlock(nn.Module):
     """``u + f(IN(mixer(LN(u))))`` (eq. 10) for a token mixer mapping ``(batch, *spatial, d)`` to ``width``
     features in ``n_head`` groups; ``IN`` normalises each head over its features and the grid, without affine
-    (the paper's instance norm); ``f = Linear(width, d) -> GELU -> Linear(d, d)``.
+    (:func:`head_norm`, the authors' ``GroupNorm(domain_wise=True)``); ``f = Linear(width, d) -> GELU ->
+    Linear(d, d)``, no biases.
     """
 
     def __init__(self, dim: int, mixer: nn.Module, width: int, n_head: int) -> None:
@@ -178,12 +198,12 @@ class MixerBlock(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.mixer = mixer
         self.n_head = n_head
-        self.out = nn.Sequential(nn.Linear(width, dim), nn.GELU(), nn.Linear(dim, dim))
+        self.out = nn.Sequential(nn.Linear(width, dim, bias=False), nn.GELU(), nn.Linear(dim, dim, bias=False))
 
     def forward(self, u: Tensor, axes: Sequence[Tensor]) -> Tensor:
         """Apply the block to ``u`` ``(batch, *spatial, d)`` with the axis coordinates ``axes``."""
         z = self.mixer(self.norm(u), axes)
-        return u + self.out(group_norm_last(z, self.n_head))
+        return u + self.out(head_norm(z, self.n_head))
 
 
 def factorized_block(dim: int, n_head: int, head_dim: int, ndim: int, latent_dim: int | None = None,

@@ -31,11 +31,15 @@ DR_DT = 2.5e-3
 _AXES = (-2, -1)
 
 
-def neumann_eigenvalues(n: int, length: float = LENGTH) -> np.ndarray:
-    """Eigenvalues ``(n, n)`` of the 5-point cell-centred no-flux Laplacian, in the order of ``dctn(type=2)``."""
+def neumann_eigenvalues(n: int, length: float = LENGTH, ndim: int = 2) -> np.ndarray:
+    """Eigenvalues ``(n,) * ndim`` of the ``(2 ndim + 1)``-point cell-centred no-flux Laplacian, in the order of
+    ``dctn(type=2)``: the sum of one axis's eigenvalues over the axes."""
     h = length / n
     lam = -((2.0 / h) * np.sin(np.pi * np.arange(n) / (2 * n))) ** 2
-    return lam[:, None] + lam[None, :]
+    out = lam
+    for _ in range(ndim - 1):
+        out = out[..., None] + lam
+    return out
 
 
 #: Classical RK4 as (stage offset, weight) per stage: stage i + 1 starts at ``y + offset_i h k_i``.

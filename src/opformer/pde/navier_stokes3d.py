@@ -7,6 +7,10 @@ gradient ``grad(p + |u|^2 / 2)``).  Fourier pseudo-spectral, 2/3 rule on an ``N^
 (viscosity exact).  Optional forcing ``f = epsilon / (2 E_f) u`` on the modes ``0 < |k| <= k_f``
 (``E_f`` their kinetic energy): it injects exactly the power ``epsilon`` at large scales, giving
 statistically steady isotropic turbulence.  Batched over samples.
+
+The pressure (kinematic, density 1) is the gradient part the projection removes: with ``div u = 0`` and a
+divergence-free forcing, ``-Laplacian p = d_i d_j (u_i u_j)``, so ``p^ = -k_i k_j (u_i u_j)^ / |k|^2`` mode by
+mode (zero mean), on the de-aliased modes (:func:`pressure`).  The turbulence files store it beside the velocity.
 """
 
 from __future__ import annotations
@@ -122,6 +126,21 @@ def solve_navier_stokes_3d(
     return frames, times
 
 
+def pressure(u: np.ndarray, length: float = LENGTH) -> np.ndarray:
+    """Pressure ``(batch, n, n, n)`` (zero mean) of velocity point values ``u`` (batch, 3, n, n, n) on the periodic
+    box of side ``length``: ``p^ = -k_i k_j (u_i u_j)^ / |k|^2`` on the de-aliased modes of the 2/3 rule (where the
+    products of de-aliased velocities are free of aliasing, so exact), zero elsewhere."""
+    n = u.shape[-1]
+    axes = (-3, -2, -1)
+    k = wavenumbers(n, 3, length)
+    k2 = sum(ki**2 for ki in k)
+    c = sum((2.0 if i != j else 1.0) * k[i] * k[j] * scipy.fft.rfftn(u[:, i] * u[:, j], axes=axes, norm="forward")
+            for i in range(3) for j in range(i, 3))
+    c = -c * dealias_mask(n, 3) / np.where(k2 > 0, k2, 1.0)
+    c[:, 0, 0, 0] = 0.0
+    return scipy.fft.irfftn(c, s=(n,) * 3, axes=axes, norm="forward")
+
+
 def random_velocity(samples: int, n: int, seeds: list[np.random.SeedSequence], velocity_rms: float) -> np.ndarray:
     """Divergence-free random velocity (samples, 3, n, n, n): ``TURBULENCE_GRF``, rms ``velocity_rms`` per component.
 
@@ -151,7 +170,8 @@ def generate_turbulence3d(
     progress: Callable[[int], None] | None = None,
     **physics: float,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Forced isotropic turbulence, velocity (u, v, w) ``(samples, time, n, n, n, 3)`` float32 every ``frame_dt``.
+    """Forced isotropic turbulence, velocity and pressure (u, v, w, p) ``(samples, time, n, n, n, 4)`` float32 every
+    ``frame_dt`` (:func:`pressure` of each stored velocity; files written before p existed hold u, v, w only).
 
     ``physics`` overrides ``TURBULENCE`` (nu, epsilon, forcing_wavenumber, velocity_rms).  Sample ``i``
     starts from ``random_velocity`` with noise from ``SeedSequence(seed).spawn(first + samples)[first + i]``
@@ -175,9 +195,10 @@ def generate_turbulence3d(
         if spinup > 0:
             u = solve_navier_stokes_3d(u, times=[spinup], **common)[0][:, -1]
         frames, _ = solve_navier_stokes_3d(u, times=times, **common)
-        return np.moveaxis(frames, 2, -1)
+        pressures = pressure(frames.reshape(-1, *frames.shape[2:])).reshape(*frames.shape[:2], 1, *frames.shape[3:])
+        return np.moveaxis(np.concatenate([frames, pressures], axis=2), 2, -1)
 
-    out = solve_samples(samples, seed, first, batch_size * max(1, workers), (len(times), *(resolution,) * 3, 3),
+    out = solve_samples(samples, seed, first, batch_size * max(1, workers), (len(times), *(resolution,) * 3, 4),
                         solve_block, progress)
     settings = {
         "pde": {
@@ -186,7 +207,7 @@ def generate_turbulence3d(
             **p,
             "initial_condition": {"type": "projected_grf", **TURBULENCE_GRF, "spinup": spinup},
             "times": times.tolist(),
-            "channels": ["u", "v", "w"],
+            "channels": ["u", "v", "w", "p"],
         },
         "solver": solver_settings(resolution, dt, "pseudo-spectral velocity-projection, ETDRK4", FFTS_PER_STEP_3D),
     }

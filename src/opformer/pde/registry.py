@@ -35,6 +35,7 @@ from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
 from opformer.pde.shallow_water import generate_shallow_water
 from opformer.pde.smoke import generate_smoke, generate_smoke_conditioned
+from opformer.pde.smoke3d import generate_smoke3d
 
 #: Data kinds, as the stored file's ``kind`` attribute names them.
 OPERATOR, TRAJECTORY = "operator", "trajectory"
@@ -152,7 +153,7 @@ PDES = {
         flags=("t_final", "solve_resolution"),
         shown={"solve_resolution": "256, with dt scaled to keep the CFL number"}, chunk=16),
     "turbulence3d": PDE(
-        generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w",
+        generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w, pressure p",
         flags=("t_final",), chunk=16),
     "shallow-water": PDE(
         generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
@@ -173,6 +174,9 @@ PDES = {
         generate_smoke_conditioned, TRAJECTORY, "as smoke with b ~ U(0.2, 0.5) per trajectory, stored in the "
         "settings (PDEArena NS-cond, 56 frames)", flags=("solve_resolution",),
         shown={"solve_resolution": "the storage grid"}, grid=CELLS, chunk=16),
+    "smoke3d": PDE(
+        generate_smoke3d, TRAJECTORY, "buoyant smoke in a closed [0, 8]^3 box (FactFormer's 3D smoke, b = 0.5 along "
+        "z, 20 frames), d, u, v, w at cell centres", grid=CELLS, chunk=8),
 }
 
 

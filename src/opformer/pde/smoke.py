@@ -18,11 +18,15 @@ PDEArena adds the force before the diffusion step; its zero ghost values then sl
 next to the side walls before the projection can cancel it, and a uniform smoke starts a circulation. We add it
 after, so a hydrostatic force is a pure gradient and a uniform smoke stays still (docs/solvers.md, measured).
 Stored frames: the smoke and the velocity averaged from the faces to the cell centres; docs/solvers.md.
+
+Every step works in any number of dimensions (the velocity is a tuple of face arrays, one per axis, the buoyancy
+along the last axis): ``smoke3d`` (FactFormer's 3D smoke) runs the same functions on three axes.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -46,163 +50,212 @@ BUOYANCY_RANGE = (0.2, 0.5)
 #: the grid. Modes beyond ``|m_x|, |m_y| <= NOISE_MODES`` weigh < 1.5e-11 of the lowest and are left out, so a
 #: sample is the same smooth field on every grid.
 NOISE_SCALE, NOISE_SMOOTHNESS, NOISE_MODES = 11.0, 6.0, 8
-_AXES = (-2, -1)
 
 
-def initial_smoke(rng: np.random.Generator, n: int, length: float = LENGTH) -> np.ndarray:
-    """``|noise|`` ``(n, n)`` at the cell centres: phiflow's smooth noise (see ``NOISE_*``) drawn from ``rng``."""
+def initial_smoke(rng: np.random.Generator, n: int, length: float = LENGTH, ndim: int = 2,
+                  scale: float = NOISE_SCALE, smoothness: float = NOISE_SMOOTHNESS) -> np.ndarray:
+    """``|noise|`` ``(n,) * ndim`` at the cell centres: phiflow's ``Noise(scale, smoothness)`` drawn from ``rng``.
+
+    phiflow's noise: complex normal Fourier coefficients of the box's periodic modes ``m`` weighted by
+    ``(|m| scale / length)^(-2 smoothness)`` where ``(|m| scale / length)^2 > 0.1`` (phiflow's high-pass; with
+    both papers' settings it drops only the mean), normalised to mean 0 and standard deviation 1 on the grid.
+    Modes beyond ``|m_i| <= NOISE_MODES`` are left out, so a sample is the same smooth field on every grid.
+    """
     m = np.arange(-NOISE_MODES, NOISE_MODES + 1)
-    k2 = (m[:, None] ** 2 + m[None, :] ** 2) * (NOISE_SCALE / length) ** 2
-    weight = np.divide(1.0, k2, out=np.zeros_like(k2), where=k2 > 0.0) ** NOISE_SMOOTHNESS
+    k2 = sum(np.reshape(m**2, (-1,) + (1,) * (ndim - 1 - axis)) for axis in range(ndim)) * (scale / length) ** 2
+    weight = np.divide(1.0, k2, out=np.zeros_like(k2), where=k2 > 0.1) ** smoothness
     coefficients = (rng.standard_normal(weight.shape) + 1j * rng.standard_normal(weight.shape)) * weight
     x = (np.arange(n) + 0.5) * length / n
     wave = np.exp(2j * np.pi * np.outer(x, m) / length)
-    field = (wave @ coefficients @ wave.T).real
+    field = np.tensordot(wave, coefficients, axes=(1, 0))  # (m_1, ..., m_d) -> (x_1, ..., x_d), an axis at a time
+    for axis in range(1, ndim):
+        field = np.moveaxis(np.tensordot(field, wave, axes=(axis, 1)), -1, axis)
+    field = field.real
     field = (field - field.mean()) / field.std()
     return np.abs(field)
 
 
-def _sample(values: np.ndarray, fx: np.ndarray, fy: np.ndarray, zero_outside: bool) -> np.ndarray:
-    """Bilinear values of ``values`` ``(batch, nx, ny)`` at fractional indices ``fx``, ``fy`` ``(batch, *points)``.
+def _sample(values: np.ndarray, indices: Sequence[np.ndarray], zero_outside: bool) -> np.ndarray:
+    """Multilinear values of ``values`` ``(batch, *lattice)`` at fractional ``indices`` (one ``(batch or 1,
+    *points)`` array per axis).
 
     Outside the lattice: 0 (``zero_outside``; the value falls linearly to 0 one spacing beyond the last point,
     phiflow's zero extrapolation) or the nearest edge value (zero gradient).
     """
+    ndim = values.ndim - 1
     if zero_outside:
-        values = np.pad(values, ((0, 0), (1, 1), (1, 1)))
-        fx, fy = fx + 1.0, fy + 1.0
-    batch, nx, ny = values.shape
-    shape = (batch,) + np.broadcast_shapes(np.shape(fx), np.shape(fy))[1:]
-    fx = np.clip(np.broadcast_to(fx, shape), 0.0, nx - 1.0)
-    fy = np.clip(np.broadcast_to(fy, shape), 0.0, ny - 1.0)
-    i = np.minimum(fx.astype(np.intp), nx - 2)
-    j = np.minimum(fy.astype(np.intp), ny - 2)
-    tx, ty = fx - i, fy - j
-    flat, index = values.reshape(batch, -1), (i * ny + j).reshape(batch, -1)
+        values = np.pad(values, ((0, 0),) + ((1, 1),) * ndim)
+        indices = [f + 1.0 for f in indices]
+    batch, *sizes = values.shape
+    shape = (batch,) + np.broadcast_shapes(*(np.shape(f) for f in indices))[1:]
+    strides = [int(np.prod(sizes[axis + 1:])) for axis in range(ndim)]
+    base, weights = 0, []
+    for f, size, stride in zip(indices, sizes, strides):
+        f = np.clip(np.broadcast_to(f, shape), 0.0, size - 1.0)
+        i = np.minimum(f.astype(np.intp), size - 2)
+        base = base + i * stride
+        weights.append(f - i)
+    flat, base = values.reshape(batch, -1), base.reshape(batch, -1)
 
-    def at(offset: int) -> np.ndarray:
-        return np.take_along_axis(flat, index + offset, axis=1).reshape(i.shape)
+    def interpolate(axis: int, offset: int) -> np.ndarray:
+        if axis == ndim:
+            return np.take_along_axis(flat, base + offset, axis=1).reshape(shape)
+        t = weights[axis]
+        return (1.0 - t) * interpolate(axis + 1, offset) + t * interpolate(axis + 1, offset + strides[axis])
 
-    return (1.0 - tx) * ((1.0 - ty) * at(0) + ty * at(1)) + tx * ((1.0 - ty) * at(ny) + ty * at(ny + 1))
-
-
-def _points(nx: int, ny: int, offset_x: float, offset_y: float) -> tuple[np.ndarray, np.ndarray]:
-    """Positions ``(1, nx, ny)``, in grid spacings, of a lattice of points starting at ``(offset_x, offset_y)``."""
-    x, y = np.meshgrid(np.arange(nx) + offset_x, np.arange(ny) + offset_y, indexing="ij")
-    return x[None], y[None]
+    return interpolate(0, 0)
 
 
-def advect_smoke(smoke: np.ndarray, u: np.ndarray, v: np.ndarray, courant: float) -> np.ndarray:
-    """Semi-Lagrangian step of the cell-centred ``smoke`` ``(batch, n, n)`` by the face velocities ``u``, ``v``.
+def _indices(shape: Sequence[int], shift: Sequence[float] | None = None) -> list[np.ndarray]:
+    """The indices ``(1, *shape)`` of a lattice along each axis, plus ``shift[axis]`` (in spacings)."""
+    shift = [0.0] * len(shape) if shift is None else shift
+    grids = np.meshgrid(*(np.arange(size) + offset for size, offset in zip(shape, shift)), indexing="ij")
+    return [g[None] for g in grids]
+
+
+def _face_offsets(ndim: int, axis: int) -> np.ndarray:
+    """Where the faces of component ``axis`` sit, in spacings from the corner: 0 along ``axis``, 1/2 along the
+    others."""
+    return np.where(np.arange(ndim) == axis, 0.0, 0.5)
+
+
+def _pair_sum(w: np.ndarray, axis: int) -> np.ndarray:
+    """The sum of the two faces of each cell of a velocity component ``w`` ``(batch, *lattice)`` along ``axis``."""
+    lower, upper = [slice(None)] * w.ndim, [slice(None)] * w.ndim
+    lower[axis + 1], upper[axis + 1] = slice(None, -1), slice(1, None)
+    return w[tuple(lower)] + w[tuple(upper)]
+
+
+def advect_smoke(smoke: np.ndarray, velocity: Sequence[np.ndarray], courant: float) -> np.ndarray:
+    """Semi-Lagrangian step of the cell-centred ``smoke`` ``(batch, *cells)`` by the face ``velocity``.
 
     ``courant`` is ``dt / h``. The departure point of each centre is ``x - dt u(x)`` (``u(x)``: the mean of the two
-    faces, the bilinear value); the smoke there is bilinear, the edge value outside (zero gradient).
+    faces, the multilinear value); the smoke there is multilinear, the edge value outside (zero gradient).
     """
-    n = smoke.shape[-1]
-    x, y = _points(n, n, 0.0, 0.0)
-    dx = 0.5 * courant * (u[:, :-1] + u[:, 1:])
-    dy = 0.5 * courant * (v[:, :, :-1] + v[:, :, 1:])
-    return _sample(smoke, x - dx, y - dy, zero_outside=False)
+    shifts = [0.5 * courant * _pair_sum(w, a) for a, w in enumerate(velocity)]
+    return _sample(smoke, [x - dx for x, dx in zip(_indices(smoke.shape[1:]), shifts)], zero_outside=False)
 
 
-def advect_velocity(u: np.ndarray, v: np.ndarray, courant: float) -> tuple[np.ndarray, np.ndarray]:
-    """Semi-Lagrangian self-advection of the face velocities ``u`` ``(batch, n + 1, n)``, ``v`` ``(batch, n, n + 1)``.
+def advect_velocity(velocity: Sequence[np.ndarray], courant: float) -> tuple[np.ndarray, ...]:
+    """Semi-Lagrangian self-advection of the face velocities: component ``a`` ``(batch, *cells)`` with one more
+    point along axis ``a`` (e.g. 2D: ``u`` ``(batch, n + 1, n)``, ``v`` ``(batch, n, n + 1)``).
 
-    Each interior face takes its own component at its departure point; the other component at a face and the
-    values at the departure points are bilinear on that component's lattice, zero outside the walls. The wall
+    Each interior face takes its own component at its departure point; the other components at a face and the
+    values at the departure points are multilinear on that component's lattice, zero outside the walls. The wall
     faces stay 0.
     """
-    n = u.shape[-1]
-    xu, yu = _points(n + 1, n, 0.0, 0.5)  # x-faces, in cells of the lattice of u: (i, j + 1/2)
-    xv, yv = _points(n, n + 1, 0.5, 0.0)
-    v_at_u = _sample(v, xu - 0.5, yu, zero_outside=True)
-    u_at_v = _sample(u, xv, yv - 0.5, zero_outside=True)
-    new_u = _sample(u, xu - courant * u, yu - 0.5 - courant * v_at_u, zero_outside=True)
-    new_v = _sample(v, xv - 0.5 - courant * u_at_v, yv - courant * v, zero_outside=True)
-    new_u[:, [0, -1]] = 0.0  # the wall faces are no unknowns (phiflow stores only the interior faces)
-    new_v[:, :, [0, -1]] = 0.0
-    return new_u, new_v
+    ndim = len(velocity)
+    out = []
+    for a, w in enumerate(velocity):
+        own = _indices(w.shape[1:])  # the faces of a, in indices of a's lattice
+        at_faces = [w if b == a else _sample(other, _indices(w.shape[1:], _face_offsets(ndim, a)
+                                                             - _face_offsets(ndim, b)), zero_outside=True)
+                    for b, other in enumerate(velocity)]
+        new = _sample(w, [f - courant * c for f, c in zip(own, at_faces)], zero_outside=True)
+        walls = [slice(None)] * (ndim + 1)
+        walls[a + 1] = [0, -1]
+        new[tuple(walls)] = 0.0  # the wall faces are no unknowns (phiflow stores only the interior faces)
+        out.append(new)
+    return tuple(out)
 
 
 def diffuse(w: np.ndarray, rate: float) -> np.ndarray:
-    """Explicit diffusion steps of a velocity component: ``w + rate L w`` (5-point ``L`` in spacings, zero ghost
-    values), in ``ceil(4 rate)`` equal sub-steps (one where ``rate <= 1/4``, as PDEArena's grids) for stability."""
-    substeps = max(1, int(np.ceil(4.0 * rate - 1e-12)))
+    """Explicit diffusion steps of a velocity component ``(batch, *lattice)``: ``w + rate L w`` (the
+    ``(2 ndim + 1)``-point ``L`` in spacings, zero ghost values), in ``ceil(2 ndim rate)`` equal sub-steps (one
+    where ``rate <= 1 / (2 ndim)``, as PDEArena's and FactFormer's grids) for stability."""
+    ndim = w.ndim - 1
+    substeps = max(1, int(np.ceil(2 * ndim * rate - 1e-12)))
+    inner = (slice(1, -1),) * ndim
     for _ in range(substeps):
-        padded = np.pad(w, ((0, 0), (1, 1), (1, 1)))
-        laplacian = (padded[:, 2:, 1:-1] + padded[:, :-2, 1:-1] + padded[:, 1:-1, 2:] + padded[:, 1:-1, :-2]
-                     - 4.0 * w)
-        w = w + (rate / substeps) * laplacian
+        padded = np.pad(w, ((0, 0),) + ((1, 1),) * ndim)
+        neighbours = []
+        for axis in range(ndim):
+            for shifted in (slice(2, None), slice(None, -2)):
+                neighbours.append(padded[(slice(None),) + inner[:axis] + (shifted,) + inner[axis + 1:]])
+        w = w + (rate / substeps) * (sum(neighbours) - 2.0 * ndim * w)
     return w
 
 
 def solve_pressure(divergence: np.ndarray, length: float = LENGTH) -> np.ndarray:
-    """The pressure ``p`` ``(batch, n, n)`` of ``L p = divergence`` with no flux through the walls, mean 0.
+    """The pressure ``p`` ``(batch, *cells)`` of ``L p = divergence`` with no flux through the walls, mean 0.
 
-    ``L`` is the 5-point cell-centred Laplacian of spacing ``length / n``; the DCT-II diagonalises it
-    (``neumann_eigenvalues``). The mean of ``divergence`` (its null space; 0 for closed walls) is dropped.
+    ``L`` is the ``(2 ndim + 1)``-point cell-centred Laplacian of spacing ``length / n``; the DCT-II diagonalises
+    it (``neumann_eigenvalues``). The mean of ``divergence`` (its null space; 0 for closed walls) is dropped.
     """
-    eigenvalues = neumann_eigenvalues(divergence.shape[-1], length)
-    eigenvalues[0, 0] = 1.0
-    c = scipy.fft.dctn(divergence, type=2, axes=_AXES, norm="ortho")
+    ndim = divergence.ndim - 1
+    axes = tuple(range(1, ndim + 1))
+    eigenvalues = neumann_eigenvalues(divergence.shape[-1], length, ndim)
+    eigenvalues[(0,) * ndim] = 1.0
+    c = scipy.fft.dctn(divergence, type=2, axes=axes, norm="ortho")
     c /= eigenvalues
-    c[..., 0, 0] = 0.0
-    return scipy.fft.idctn(c, type=2, axes=_AXES, norm="ortho")
+    c[(slice(None),) + (0,) * ndim] = 0.0
+    return scipy.fft.idctn(c, type=2, axes=axes, norm="ortho")
 
 
-def divergence(u: np.ndarray, v: np.ndarray, h: float) -> np.ndarray:
-    """The MAC divergence ``(batch, n, n)`` of the face velocities: the net outflow of each cell over its area."""
-    return (np.diff(u, axis=1) + np.diff(v, axis=2)) / h
+def divergence(velocity: Sequence[np.ndarray], h: float) -> np.ndarray:
+    """The MAC divergence ``(batch, *cells)`` of the face velocities: the net outflow of each cell over its size."""
+    return sum(np.diff(w, axis=a + 1) for a, w in enumerate(velocity)) / h
 
 
-def project(u: np.ndarray, v: np.ndarray, length: float = LENGTH) -> tuple[np.ndarray, np.ndarray]:
-    """The divergence-free part of ``u``, ``v``: wall faces set to 0, then ``u -= grad p`` on the interior faces."""
-    h = length / u.shape[-1]
-    u, v = u.copy(), v.copy()
-    u[:, [0, -1]] = 0.0
-    v[:, :, [0, -1]] = 0.0
-    p = solve_pressure(divergence(u, v, h), length)
-    u[:, 1:-1] -= np.diff(p, axis=1) / h
-    v[:, :, 1:-1] -= np.diff(p, axis=2) / h
-    return u, v
+def project(velocity: Sequence[np.ndarray], length: float = LENGTH) -> tuple[np.ndarray, ...]:
+    """The divergence-free part of the face velocities: wall faces set to 0, then ``u -= grad p`` on the interior
+    faces."""
+    ndim = len(velocity)
+    h = length / velocity[0].shape[-1]
+    out = []
+    for a, w in enumerate(velocity):
+        w = w.copy()
+        index = [slice(None)] * (ndim + 1)
+        index[a + 1] = [0, -1]
+        w[tuple(index)] = 0.0
+        out.append(w)
+    p = solve_pressure(divergence(out, h), length)
+    for a, w in enumerate(out):
+        index = [slice(None)] * (ndim + 1)
+        index[a + 1] = slice(1, -1)
+        w[tuple(index)] -= np.diff(p, axis=a + 1) / h
+    return tuple(out)
 
 
-def smoke_step(smoke: np.ndarray, u: np.ndarray, v: np.ndarray, buoyancy: np.ndarray, dt: float = DT,
+def smoke_step(smoke: np.ndarray, velocity: Sequence[np.ndarray], buoyancy: np.ndarray, dt: float = DT,
                nu: float = NU, length: float = LENGTH, force_first: bool = False
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One step (module docstring) of the smoke ``(batch, n, n)`` and face velocities; ``buoyancy`` ``(batch,)``.
+               ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """One step (module docstring) of the smoke ``(batch, *cells)`` and the face velocities; ``buoyancy``
+    ``(batch,)`` pushes along the last axis (2D: y, 3D: z).
 
-    ``force_first`` adds the buoyancy before the diffusion step, as PDEArena does (a uniform smoke then moves).
+    ``force_first`` adds the buoyancy before the diffusion step, as PDEArena and FactFormer's script do (a uniform
+    smoke then moves).
     """
-    n = smoke.shape[-1]
-    h = length / n
-    smoke = advect_smoke(smoke, u, v, dt / h)
-    u, v = advect_velocity(u, v, dt / h)
-    force = dt * buoyancy[:, None, None] * 0.5 * (smoke[:, :, :-1] + smoke[:, :, 1:])
+    ndim = smoke.ndim - 1
+    h = length / smoke.shape[-1]
+    smoke = advect_smoke(smoke, velocity, dt / h)
+    *others, up = advect_velocity(velocity, dt / h)
+    force = dt * buoyancy.reshape((-1,) + (1,) * ndim) * 0.5 * (smoke[..., :-1] + smoke[..., 1:])
     if force_first:
-        v[:, :, 1:-1] += force
-    u, v = diffuse(u, nu * dt / h**2), diffuse(v, nu * dt / h**2)
+        up[..., 1:-1] += force
+    others, up = [diffuse(w, nu * dt / h**2) for w in others], diffuse(up, nu * dt / h**2)
     if not force_first:
-        v[:, :, 1:-1] += force
-    u, v = project(u, v, length)
-    return smoke, u, v
+        up[..., 1:-1] += force
+    return smoke, project((*others, up), length)
 
 
-def centred(smoke: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``(batch, n, n, 3)``: the smoke and the velocity averaged from the two faces of each cell to its centre."""
-    return np.stack([smoke, 0.5 * (u[:, :-1] + u[:, 1:]), 0.5 * (v[:, :, :-1] + v[:, :, 1:])], axis=-1)
+def centred(smoke: np.ndarray, velocity: Sequence[np.ndarray]) -> np.ndarray:
+    """``(batch, *cells, 1 + ndim)``: the smoke and the velocity averaged from the two faces of each cell to its
+    centre."""
+    return np.stack([smoke, *(0.5 * _pair_sum(w, a) for a, w in enumerate(velocity))], axis=-1)
 
 
-def frame_steps(every: int) -> np.ndarray:
-    """The steps after which frames are stored: every ``every``-th of the ``STEPS`` after the ``SKIP_STEPS``."""
-    return np.arange(SKIP_STEPS + 1, SKIP_STEPS + STEPS + 1, every)
+def frame_steps(every: int, skip: int = SKIP_STEPS, steps: int = STEPS) -> np.ndarray:
+    """The steps after which frames are stored: every ``every``-th of the ``steps`` after the ``skip`` first."""
+    return np.arange(skip + 1, skip + steps + 1, every)
 
 
 def solve_smoke(smoke: np.ndarray, buoyancy: np.ndarray, steps: np.ndarray, dt: float = DT, nu: float = NU,
                 length: float = LENGTH, force_first: bool = False,
                 stop: threading.Event | None = None) -> np.ndarray:
-    """Frames ``(batch, len(steps), n, n, 3)`` (float64; smoke, vx, vy at the cell centres) after each step in
-    ``steps`` (increasing step numbers), from the smoke ``(batch, n, n)`` at rest; ``buoyancy`` ``(batch,)``.
+    """Frames ``(batch, len(steps), *cells, 1 + ndim)`` (float64; smoke and velocity at the cell centres) after
+    each step in ``steps`` (increasing step numbers), from the smoke ``(batch, *cells)`` (``ndim`` axes of ``n``
+    cells) at rest; ``buoyancy`` ``(batch,)`` pushes along the last axis.
 
     ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` for steps that are not
     increasing numbers >= 1, or if the solution stops being finite.
@@ -211,28 +264,31 @@ def solve_smoke(smoke: np.ndarray, buoyancy: np.ndarray, steps: np.ndarray, dt: 
     steps = np.asarray(steps)
     if steps.ndim != 1 or not len(steps) or steps[0] < 1 or np.any(np.diff(steps) <= 0):
         raise ConfigError(f"steps={steps.tolist()} is invalid: expected increasing step numbers >= 1")
-    batch, n = smoke.shape[0], smoke.shape[-1]
+    batch, *cells = smoke.shape
+    ndim = len(cells)
     buoyancy = np.broadcast_to(np.asarray(buoyancy, dtype=np.float64), (batch,))
-    u, v = np.zeros((batch, n + 1, n)), np.zeros((batch, n, n + 1))
-    frames = np.empty((batch, len(steps), n, n, 3))
+    velocity = tuple(np.zeros((batch, *(n + (a == b) for b, n in enumerate(cells)))) for a in range(ndim))
+    frames = np.empty((batch, len(steps), *cells, 1 + ndim))
     stored = 0
     for step in range(1, int(steps[-1]) + 1):
         check_stop(stop)
-        smoke, u, v = smoke_step(smoke, u, v, buoyancy, dt, nu, length, force_first)
+        smoke, velocity = smoke_step(smoke, velocity, buoyancy, dt, nu, length, force_first)
         if step == steps[stored]:
-            frames[:, stored] = centred(smoke, u, v)
+            frames[:, stored] = centred(smoke, velocity)
             stored += 1
     if not np.isfinite(frames).all():
         raise ConfigError("the smoke solution is no longer finite")
     return frames
 
 
-def cell_means(fields: np.ndarray, factor: int) -> np.ndarray:
-    """``fields`` ``(..., n, n, c)`` averaged over blocks of ``factor x factor`` cells: the coarse cells' means."""
+def cell_means(fields: np.ndarray, factor: int, ndim: int = 2) -> np.ndarray:
+    """``fields`` ``(..., *cells, c)`` (``ndim`` axes of ``n`` cells) averaged over blocks of ``factor^ndim`` cells:
+    the coarse cells' means."""
     if factor == 1:
         return fields
-    *lead, n, _, c = fields.shape
-    return fields.reshape(*lead, n // factor, factor, n // factor, factor, c).mean(axis=(-4, -2))
+    lead, n, c = fields.shape[:-1 - ndim], fields.shape[-2], fields.shape[-1]
+    blocks = fields.reshape(*lead, *(n // factor, factor) * ndim, c)
+    return blocks.mean(axis=tuple(-2 - 2 * k for k in reversed(range(ndim))))
 
 
 def _generate(samples: int, resolution: int, solve_resolution: int | None, seed: int, first: int, batch_size: int,

@@ -14,12 +14,13 @@ from typing import Any
 
 import torch
 
-from opformer.config import RunConfig, config_to_dict
+from opformer.config import RunConfig, config_to_dict, grid_defaults
 from opformer.data.normalize import fit_together
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
+from opformer.models.registry import resolve_model_config
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (check_fresh, end_session, load_checkpoint, run_lock, save_checkpoint, start_session,
-                           write_metrics, write_run_config, write_summary)
+from opformer.runs import (CONFIG, check_fresh, end_session, load_checkpoint, load_run_config, run_lock,
+                           save_checkpoint, start_session, write_metrics, write_run_config, write_summary)
 from opformer.runtime import (compile_cache, grad_scaler, process_age, release_freed_memory, retain_freed_memory,
                               set_matmul_precision)
 from opformer.train.distributed import Context, check_batch, session
@@ -59,12 +60,19 @@ class Trainer:
         check_batch(config.train.batch_size, self.context.world)
         self.device = self.context.device
         self.task: Task = make_task(config)
-        data = config.data
+        data, data_spec = config.data, self.task.spec_data()
+        model = grid_defaults(config.model, data_spec["periodic"])
+        if (self.run_dir / "last.pt").is_file() and (self.run_dir / CONFIG).is_file():
+            # a resumed run keeps the grid keys it was trained with: none that its config.yaml, written before them,
+            # leaves out (it evaluates and resumes as it was trained)
+            stored = load_run_config(self.run_dir).model
+            model = {k: v for k, v in model.items() if k in config.model or k in stored}
+        self.config = config = dataclasses.replace(config, model=model)
         spec = {
             "model": dict(config.model),
             "normalize_input": data.normalize_input,
             "normalize_target": data.normalize_target,
-            "data": self.task.spec_data(),
+            "data": data_spec,
             "boundary": data.boundary,
         }
         torch.manual_seed(config.seed)  # the initial weights depend on the seed only
@@ -119,7 +127,8 @@ class Trainer:
         if not path.is_file():
             return
         payload = load_checkpoint(path)
-        if payload["spec"] != self.surrogate.spec:
+        stored = {**payload["spec"], "model": resolve_model_config(payload["spec"]["model"])}  # + newer defaults
+        if stored != self.surrogate.spec:
             raise CheckpointError(f"{path}: was written for another model or data set than {self.run_dir}/config.yaml")
         trained_for = payload["run_config"]["train"]["epochs"]
         extending = self.config.train.epochs != trained_for
