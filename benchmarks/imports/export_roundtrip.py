@@ -65,7 +65,7 @@ def main() -> None:
     load_before = os.getloadavg()
     import torch
 
-    from opformer.runs import load_checkpoint, load_surrogate
+    from opformer.runs import load_checkpoint, load_checkpoint_surrogate
 
     scratch = Path(args.scratch)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -97,7 +97,7 @@ def main() -> None:
     import_repository(scratch / "exported_again", scratch / "imported_again")
     seconds["import_in_process"] = time.perf_counter() - start
     tensors = [load_checkpoint(Path(run) / "best.pt")["state_dict"] for run in (args.run, imported, from_hub)]
-    surrogate, original = load_surrogate(Path(args.run) / "best.pt")
+    surrogate, original = load_checkpoint_surrogate(Path(args.run) / "best.pt")
     result: dict[str, Any] = {
         "run": args.run, "data": args.data, "model": original["spec"]["model"]["name"],
         "parameters": sum(p.numel() for p in surrogate.model.parameters()), "best_epoch": original["epoch"] + 1,

@@ -101,7 +101,7 @@ def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5")
     config = trajectory_config(heat, t_out=2, strategy="latent_marching", eval_frames=5)
     config["model"] = {"name": "factformer2d", "d_model": 8, "n_head": 1, "head_dim": 4, "n_layers": 1,
-                       "latent_dim": 8}
+                       "latent_dim": 8, "decoder_groups": 8}
     train(config_from_dict(config), tmp_path / "run")
     forecaster = load_forecaster(tmp_path / "run", device="cpu")
     assert forecaster.t_out == 2 and forecaster.validated_frames() == 5  # 3 calls of 2 marched frames, cut to 5

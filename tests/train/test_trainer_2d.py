@@ -112,9 +112,9 @@ def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates
     train(config_from_dict({**config, "model": {**FNO, "periodic": False, "padding": 0}}), run)
     (before,) = evaluate_run(run, darcy_file, [9])
     test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
-    trained, _ = load_surrogate(run / "best.pt")
+    trained, _ = load_checkpoint_surrogate(run / "best.pt")
     for name in ("best.pt", "last.pt"):
-        surrogate, payload = load_surrogate(run / name)
+        surrogate, payload = load_checkpoint_surrogate(run / name)
         del surrogate.spec["model"]["padding"]
         del payload["run_config"]["model"]["padding"]
         save_checkpoint(run / name, surrogate, run_config=payload["run_config"], epoch=payload["epoch"],
@@ -123,7 +123,7 @@ def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates
     (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("  padding: 0\n", ""))
     assert "padding" not in load_checkpoint(run / "best.pt")["spec"]["model"]
     assert "padding" not in load_run_config(run).model
-    old, _ = load_surrogate(run / "best.pt")
+    old, _ = load_checkpoint_surrogate(run / "best.pt")
     assert old.model.padding == 0
     with torch.no_grad():
         torch.testing.assert_close(old(test.inputs), trained(test.inputs), rtol=0, atol=0)
@@ -132,4 +132,4 @@ def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates
     resumed.train.epochs = 2
     train(resumed, run, resume=True)  # the stored spec, with padding 0 filled in, is the model's
     assert load_checkpoint(run / "last.pt")["epoch"] == 1
-    assert load_surrogate(run / "last.pt")[0].model.padding == 0
+    assert load_checkpoint_surrogate(run / "last.pt")[0].model.padding == 0
