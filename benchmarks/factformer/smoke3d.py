@@ -54,6 +54,8 @@ def main() -> None:
     parser.add_argument("--epochs", default="", help="N, or config=N,... per config (default: the configs')")
     parser.add_argument("--runs", default="runs/factformer-smoke3d", help="folder of the run directories")
     parser.add_argument("--eval-threads", type=int, default=2, help="threads of the timed rollouts")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override of every run's config, e.g. model.padding=0 (with --results elsewhere)")
     args = parser.parse_args()
 
     names = args.configs.split(",")
@@ -62,7 +64,8 @@ def main() -> None:
         raise SystemExit(f"--configs: unknown {', '.join(unknown)}; expected some of {', '.join(RUNS)}")
     epochs = per_model_epochs(args.epochs, names) if args.epochs else {}
     jobs = {name: (str(CONFIGS / f"{name}.yaml"),
-                   [f"data.path={args.data}"] + ([f"train.epochs={epochs[name]}"] if name in epochs else []),
+                   [f"data.path={args.data}", *args.set]
+                   + ([f"train.epochs={epochs[name]}"] if name in epochs else []),
                    str(Path(args.runs) / name)) for name in names}
 
     load_before = os.getloadavg()
