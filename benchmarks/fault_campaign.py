@@ -558,6 +558,71 @@ def tiny_mat_cases() -> list[Case]:
     return cases
 
 
+def flip_middle(path: Path) -> None:
+    """Invert 16 bytes in the middle of ``path`` (its payload, not its header)."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    path.write_bytes(bytes(data))
+
+
+def prepared(steps: list[list[str]], edit: Callable[[Workspace], None],
+             case: Callable[[Workspace], dict[str, Any]]) -> Callable[[Workspace], dict[str, Any]]:
+    """A case that first runs the CLI ``steps`` (each must succeed) and ``edit``, then ``case``."""
+
+    def run(ws: Workspace) -> dict[str, Any]:
+        for argv in steps:
+            outcome = ws.cli(argv)
+            if outcome.rc != 0:
+                raise SystemExit(f"campaign: {command_text(argv)}: exit {outcome.rc}\n{outcome.stderr}")
+        edit(ws)
+        return case(ws)
+
+    return run
+
+
+def forecast_and_sharing_cases() -> list[Case]:
+    """The paths of issues 45 and 47: an array of the wrong shape for predict, bounds without a calibration or with
+    a damaged one, calibrating on the training split, an exported run of a newer format or with damaged weights, a
+    file that is not The Well's for convert the-well."""
+    def damaged_calibration(ws: Workspace) -> None:
+        shutil.copytree(ws.path(RUN), ws.path("runs/calibrated"))
+        if ws.cli(["calibrate", "runs/calibrated"]).rc != 0:
+            raise SystemExit("campaign: opformer calibrate runs/calibrated failed")
+        flip_middle(ws.path("runs/calibrated/calibration.pt"))
+
+    def newer(ws: Workspace) -> None:
+        config = ws.path("exported/newer/config.json")
+        config.write_text(config.read_text().replace('"format_version": 1', '"format_version": 99', 1))
+
+    return [
+        Case("corrupt", "array of the wrong shape: predict", refused(
+            ["predict", RUN, "--input", "corrupt/wrong_shape.npy", "--output", "out/wrong_shape.npy"],
+            must=("wrong_shape.npy",), protect=(RUN,), absent=("out/wrong_shape.npy",), stdout_empty=True)),
+        Case("corrupt", "predict --coverage of a run never calibrated", refused(
+            ["predict", RUN, "--input", DATA, "--output", "out/uncalibrated.h5", "--coverage", "0.9"],
+            must=(RUN,), protect=(RUN, DATA), absent=("out/uncalibrated.h5",), stdout_empty=True)),
+        Case("corrupt", "calibrate on the training split", refused(
+            ["calibrate", RUN, "--split", "train"], must=("train",), protect=(RUN,), stdout_empty=True)),
+        Case("corrupt", "calibration.pt damaged: predict --coverage", prepared([], damaged_calibration, refused(
+            ["predict", "runs/calibrated", "--input", DATA, "--output", "out/damaged_cal.h5", "--coverage", "0.9"],
+            must=("calibration.pt",), protect=("runs/calibrated", DATA), absent=("out/damaged_cal.h5",),
+            stdout_empty=True))),
+        Case("corrupt", "exported run of a newer format: import opformer", prepared(
+            [["export", RUN, "exported/newer"]], newer, refused(
+                ["import", "opformer", "exported/newer", "--out", "runs/newer"], must=("exported/newer",),
+                protect=("exported/newer",), absent=("runs/newer",), stdout_empty=True))),
+        Case("corrupt", "exported weights damaged: import opformer", prepared(
+            [["export", RUN, "exported/damaged"]],
+            lambda ws: flip_middle(ws.path("exported/damaged/model.safetensors")),
+            refused(["import", "opformer", "exported/damaged", "--out", "runs/damaged"], must=("exported/damaged",),
+                    protect=("exported/damaged",), absent=("runs/damaged",), stdout_empty=True))),
+        Case("corrupt", "text file as a Well file: convert the-well", refused(
+            ["convert", "the-well", "corrupt/text.h5", "--out", "out/well.h5"], must=("corrupt/text.h5",),
+            protect=("corrupt/text.h5",), absent=("out/well.h5",), stdout_empty=True)),
+    ]
+
+
 def write_corrupt_files(ws: Workspace) -> None:
     """Every mutated data file of :data:`DATA_MUTATIONS`, a text file and an empty file, the tiny .mat files."""
     folder = ws.path("corrupt")
@@ -574,6 +639,7 @@ def write_corrupt_files(ws: Workspace) -> None:
     (folder / "empty.h5").write_bytes(b"")
     for name, content in TINY_MAT_FILES.values():
         ws.path(name).write_bytes(content)
+    np.save(ws.path("corrupt/wrong_shape.npy"), np.zeros((2, 7, 3), np.float32))
 
 
 def corrupt_cases() -> list[Case]:
@@ -583,7 +649,7 @@ def corrupt_cases() -> list[Case]:
              for command in ("train", "evaluate", "predict", "verify")] + [intact_verify_case()]
     cases += [corrupt_checkpoint_case(kind, where, command) for kind, where in CHECKPOINT_MUTATIONS
               for command in ("evaluate", "resume")]
-    return cases + wrong_kind_cases() + tiny_mat_cases()
+    return cases + wrong_kind_cases() + tiny_mat_cases() + forecast_and_sharing_cases()
 
 
 # Family 3: faults of the OS and of usage.

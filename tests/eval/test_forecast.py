@@ -247,6 +247,11 @@ def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat
     fails(trajectory, short, "2 frames, but", "rolls out from 3 frames")
     np.savez(tmp_path / "a.npz", a=np.zeros((2, 64, 1), np.float32))
     fails(operator, tmp_path / "a.npz", "a.npz: none of the arrays x / input (it holds a)")
+    # scratch files and the output beyond ulimit -f: refused before a memory map is made (it would die half-written)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("opformer.io._file_size_limit", lambda: 4096.0)
+        patch.setattr(forecast.Forecaster, "rollout", lambda *a: pytest.fail("predicted before the refusal"))
+        fails(trajectory, heat, "out.h5: needs about", "(ulimit -f)")
     # and a trajectory forecast through the CLI, an array out
     code = main(["predict", str(trajectory), "--input", str(heat), "--output", str(tmp_path / "f.npy"),
                  "--frames", "2"])

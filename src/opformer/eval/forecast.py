@@ -39,7 +39,7 @@ from opformer.eval.evaluate import check_compatible
 from opformer.eval.members import ResizedStep, is_imported, is_mixture_run
 from opformer.eval.metrics import Step, predict, rollout
 from opformer.grids import axis_kinds
-from opformer.io import atomic_path, atomic_replace
+from opformer.io import atomic_path, atomic_replace, check_free_space
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_checkpoint_surrogate, run_checkpoint
 from opformer.runtime import resolve_device
@@ -371,6 +371,9 @@ def _write_predictions(out: Path, forecaster: Forecaster, inputs: Inputs, n: int
             _fill(forecaster, inputs, n, preds, None)
             preds.flush()
         return out
+    # the scratch files and the file made from them lie side by side; refused before any write if they cannot
+    # (a memory map past the disk's room or ulimit -f dies on a page fault or fails half-written)
+    check_free_space(out, 8 * (math.prod(shape) + (0 if trajectory else inputs.count * math.prod(inputs.shape))))
     scratch = [atomic_path(out, ".scratch.npy") for _ in range(1 if trajectory else 2)]  # operators: the inputs too
     extras: dict[str, np.ndarray] = {}
 
