@@ -821,7 +821,10 @@ def ctrl_c_generation(ws: Workspace) -> dict[str, Any]:
     chunk is kept, a rerun resumes from it and writes the file."""
     out = "gen/ns.h5"
     parts = ws.path("gen/.ns.h5.parts")
-    argv = ["generate", "navier-stokes", "--samples", "200", "--resolution", "32", "--t-final", "4", "--out", out]
+    # chunks of 16 trajectories long enough (t = 40: seconds each on one core) that the signal lands inside chunk
+    # 2, not after the last one (200 trajectories to t = 4: an idle machine finished all 13 chunks within the
+    # second waited, and the signal met the interpreter's shutdown)
+    argv = ["generate", "navier-stokes", "--samples", "200", "--resolution", "32", "--t-final", "40", "--out", out]
     started = time.monotonic()
     proc = ws.start(argv)
     wait_for(lambda: (parts / "00000000.npy").exists() or proc.poll() is not None, 200, 0.05)
