@@ -560,10 +560,8 @@ def tiny_mat_cases() -> list[Case]:
 
 def flip_middle(path: Path) -> None:
     """Invert 16 bytes in the middle of ``path`` (its payload, not its header)."""
-    data = bytearray(path.read_bytes())
-    middle = len(data) // 2
-    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
-    path.write_bytes(bytes(data))
+    data = path.read_bytes()
+    path.write_bytes(mutate(data, "flip", len(data) // 2))
 
 
 def prepared(steps: list[list[str]], edit: Callable[[Workspace], None],

@@ -26,7 +26,7 @@ from opformer.runs import load_checkpoint, load_checkpoint_surrogate, load_run_c
 from opformer.train.transfer import initialize
 from opformer.train.trainer import train
 
-from test_hub import COMMIT, cache_file, offline_cache  # noqa: F401 (a fixture)
+from test_hub import COMMIT, cache_file, offline_cache, one_line_error  # noqa: F401 (a fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -121,11 +121,7 @@ def repository_copy(tmp_path, name="copy"):
 
 def refused(capsys, source, *words):
     out = Path(source).parent / "out"
-    assert main(["import", "opformer", str(source), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    for word in words:
-        assert word in err, err
+    one_line_error(capsys, ["import", "opformer", str(source), "--out", str(out)], *words)
     assert not out.exists()
 
 

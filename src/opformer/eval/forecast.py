@@ -149,10 +149,10 @@ class Forecaster:
         member's file, the member's own)."""
         cfg = self.payload["run_config"]
         stride = cfg["rollout"].get("time_stride", 1)
-        member = self._member(path)
+        member = self.member(path)
         return (member.get("time_stride") or stride) if member else stride
 
-    def _member(self, path: str | os.PathLike | None) -> dict[str, Any] | None:
+    def member(self, path: str | os.PathLike | None) -> dict[str, Any] | None:
         """The mixture member stored in ``path``, if it is one."""
         if path is None:
             return None
@@ -165,7 +165,7 @@ class Forecaster:
         cfg = self.payload["run_config"]
         if cfg["rollout"].get("eval_frames"):
             return cfg["rollout"]["eval_frames"]
-        member = self._member(path)
+        member = self.member(path)
         data_path = member["path"] if member else None if self.padded else cfg["data"]["path"]
         if data_path is not None:
             try:

@@ -165,15 +165,13 @@ def import_run(fmt: str, source: str | os.PathLike, out: str | os.PathLike, revi
     at ``revision``; :func:`convert_file`) and write it as the run ``out`` (:func:`write_run`)."""
     out = Path(out)
     check_fresh(out)  # before the (possibly long) download and conversion
-    if hub.is_hub(source):
-        where = hub.parse(str(source), revision)
+    where = hub.source_of(source, revision)
+    if where is not None:
         if not where.path:
             raise ConfigError(f"{source}: name the weights file: hf://OWNER/NAME[@REVISION]/PATH")
         path, where = hub.download(where)
         recorded, commit = f"{hub.PREFIX}{where.repo}/{where.path}", where.commit
     else:
-        if revision is not None:
-            raise ConfigError("--revision: only used with hf:// sources")
         path = Path(source)
         if path.is_dir():
             raise CheckpointError(f"{source}: is a directory, expected a weights file")

@@ -12,6 +12,7 @@ does not have is a one-line :class:`~opformer.errors.CheckpointError` naming it.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +61,16 @@ def parse(source: str, revision: str | None = None) -> HubSource:
     if path and any(p in ("", ".", "..") for p in path.split("/")):
         raise ConfigError(f"{source}: {path!r} is not a file path in the repository")
     return HubSource(f"{owner}/{name}", pinned or revision or "main", path)
+
+
+def source_of(source: str | os.PathLike, revision: str | None = None) -> HubSource | None:
+    """``source`` as a :class:`HubSource` at ``revision`` if it is ``hf://...`` (:func:`parse`); None for a local
+    path, where ``--revision`` is a one-line ``ConfigError``."""
+    if is_hub(source):
+        return parse(str(source), revision)
+    if revision is not None:
+        raise ConfigError("--revision: only used with hf:// sources")
+    return None
 
 
 def _hub() -> ModuleType:

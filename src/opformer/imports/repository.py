@@ -252,16 +252,14 @@ def read_repository(source: str | os.PathLike, revision: str | None = None) -> R
     """Read a model repository: a local folder, or ``hf://OWNER/NAME[@REV]`` through huggingface_hub's cache
     (both files at the commit that ``config.json`` resolved to)."""
     commit = ""
-    if hub.is_hub(source):
-        where = hub.parse(str(source), revision)
+    where = hub.source_of(source, revision)
+    if where is not None:
         if where.path:
             raise ConfigError(f"{source}: an opformer model is a whole repository: hf://OWNER/NAME[@REVISION]")
         config_path, where = hub.download(where, CONFIG_JSON)
         weights_path, where = hub.download(where, WEIGHTS)
         source, commit = str(where), where.commit
     else:
-        if revision is not None:
-            raise ConfigError("--revision: only used with hf:// sources")
         folder = Path(source)
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: no such folder (expected a model repository written by opformer "

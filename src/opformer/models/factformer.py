@@ -37,6 +37,7 @@ from opformer.grids import axis_points
 from opformer.models.time_layout import check_frames, check_time_sizes, frames_to_channels
 from opformer.nn.attention import check_choice
 from opformer.nn.factorized_attention import GaussianFourierFeatures, MixerBlock, factorized_block, group_norm_last
+from opformer.nn.domain_padding import crop_domain, pad_domain
 from opformer.nn.oformer_attention import OFormerAttention
 from opformer.validate import NonNegativeInt, PositiveFloat, PositiveInt
 
@@ -185,11 +186,6 @@ class LatentMarcher(nn.Module):
         return states
 
 
-def _pad_end(u: Tensor, padding: int) -> Tensor:
-    """``padding`` zero cells appended at the end of every spatial axis of ``u`` ``(batch, *spatial, d)``."""
-    return F.pad(u, (0, 0) + (0, padding) * (u.dim() - 2))
-
-
 class FactFormerTime(nn.Module):
     """FactFormer with latent marching on a grid of ``ndim`` axes (``factformer2d``, ``factformer3d``):
     ``(batch, *spatial, t_in, in_channels) -> (batch, *spatial, t_out, out_channels)``, ``t_out`` latent steps
@@ -236,9 +232,7 @@ class FactFormerTime(nn.Module):
             h = self.lift(x)
         shape = tuple(h.shape[1:-1])
         axes = grid_axes(shape, self.length, self.periodic, self.padding, h.device, h.dtype)
-        h = self.encoder(_pad_end(h, self.padding) if self.padding else h, axes)
-        if self.padding:
-            h = h[(slice(None), *(slice(0, n) for n in shape))]
+        h = crop_domain(self.encoder(pad_domain(h, (False,) * self.ndim, self.padding), axes), shape)
         if self.cnn is not None:
             h = torch.cat([self.cnn(h), h], dim=-1)
         # the shared decoder normalises each latent state on its own; decoding the states one by one (rather

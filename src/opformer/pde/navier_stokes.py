@@ -243,6 +243,10 @@ def solve_navier_stokes_2d(
     return frames, times
 
 
+#: The FNO-nu forcing as the generator records it in a file's settings.
+FNO_FORCING = "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))"
+
+
 def fno_forcing(n: int) -> np.ndarray:
     """FNO-nu forcing ``0.1 (sin 2 pi (x + y) + cos 2 pi (x + y))`` on the ``n x n`` grid of (0, 1)^2."""
     x = np.arange(n) / n
@@ -298,7 +302,7 @@ def generate_fno_nu(
             "name": "navier_stokes_2d_fno",
             "nu": nu,
             "length": 1.0,
-            "forcing": "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))",
+            "forcing": FNO_FORCING,
             "drag": 0.0,
             "initial_condition": {"type": "grf", **FNO_GRF},
             "times": times.tolist(),

@@ -19,19 +19,17 @@ import numpy as np
 from opformer.errors import DataError
 from opformer.pde.burgers import solve_burgers
 from opformer.pde.darcy import solve_darcy
-from opformer.pde.navier_stokes import fno_forcing, solve_navier_stokes_2d
+from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, solve_navier_stokes_2d
 
 #: The ``pde.name`` attributes of the data sets that can be solved again from an input.
 RESOLVABLE = ("burgers", "darcy", "navier_stokes_2d_fno")
-#: The FNO-nu forcing as the generator records it.
-_FNO_FORCING = "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))"
 
 
 def resolvable(pde: dict[str, Any]) -> bool:
     """Whether a data file with these ``pde`` settings can be solved again from its inputs."""
     name = pde.get("name")
     if name == "navier_stokes_2d_fno":
-        return pde.get("forcing") == _FNO_FORCING and float(pde.get("drag", 0.0)) == 0.0
+        return pde.get("forcing") == FNO_FORCING and float(pde.get("drag", 0.0)) == 0.0
     return name in RESOLVABLE
 
 

@@ -281,14 +281,12 @@ def solve_smoke(smoke: np.ndarray, buoyancy: np.ndarray, steps: np.ndarray, dt: 
     return frames
 
 
-def cell_means(fields: np.ndarray, factor: int, ndim: int = 2) -> np.ndarray:
-    """``fields`` ``(..., *cells, c)`` (``ndim`` axes of ``n`` cells) averaged over blocks of ``factor^ndim`` cells:
-    the coarse cells' means."""
+def cell_means(fields: np.ndarray, factor: int) -> np.ndarray:
+    """``fields`` ``(..., n, n, c)`` averaged over blocks of ``factor x factor`` cells: the coarse cells' means."""
     if factor == 1:
         return fields
-    lead, n, c = fields.shape[:-1 - ndim], fields.shape[-2], fields.shape[-1]
-    blocks = fields.reshape(*lead, *(n // factor, factor) * ndim, c)
-    return blocks.mean(axis=tuple(-2 - 2 * k for k in reversed(range(ndim))))
+    *lead, n, _, c = fields.shape
+    return fields.reshape(*lead, n // factor, factor, n // factor, factor, c).mean(axis=(-4, -2))
 
 
 def _generate(samples: int, resolution: int, solve_resolution: int | None, seed: int, first: int, batch_size: int,

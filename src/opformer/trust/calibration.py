@@ -16,7 +16,6 @@ the scores, not quantiles, keeps every coverage level answerable.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from opformer.eval.evaluate import check_compatible
 from opformer.eval.forecast import Annotate, Forecaster, Inputs, load_forecaster
 from opformer.eval.members import imported_member, is_imported, is_mixture_run, member_splits
 from opformer.eval.metrics import Step, predict, rollout_errors
+from opformer.imports.weights import sha256_file
 from opformer.io import atomic_replace
 from opformer.models.surrogate import Surrogate
 from opformer.runs import checksum, load_checkpoint, load_checkpoint_surrogate, run_checkpoint
@@ -187,7 +187,7 @@ def _checkpoint_checksum(payload: dict[str, Any], path: Path) -> str:
     """A checkpoint's identity: its stored checksum, else (a checkpoint written before checksums) its file's."""
     if payload.get("checksum"):
         return str(payload["checksum"])
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_file(path)
 
 
 def _check_split(split: str, data: str | os.PathLike | None, cfg: dict[str, Any], imported: bool) -> None:
@@ -220,8 +220,9 @@ class Scores:
         parts = {"relative_l2": relative_l2(flat_pred, flat_truth).reshape(b, frames),
                  "statistics": input_statistics(inputs, ndim), "difficulty": roughness(inputs, ndim)}
         for scale in SCALES:
-            parts[scale] = pointwise_scores(flat_pred, flat_truth, scale).reshape(b, frames, -1)
-            parts[f"width_{scale}"] = local_scale(flat_pred, scale).flatten(1).mean(dim=1).reshape(b, frames)
+            local = local_scale(flat_pred, scale)
+            parts[scale] = pointwise_scores(flat_pred, flat_truth, scale, local).reshape(b, frames, -1)
+            parts[f"width_{scale}"] = local.flatten(1).mean(dim=1).reshape(b, frames)
         for key, value in parts.items():
             self.parts.setdefault(key, []).append(value)
 
@@ -466,12 +467,11 @@ def input_member(forecaster: Forecaster, calibration: Calibration, path: str | o
     stored in ``path`` (a one-line error for another file: a mixture's bounds hold per member)."""
     if len(calibration.groups) == 1:
         return None
-    members = forecaster.payload["run_config"]["data"].get("mixture") or []
-    found = [m for m in members if Path(m["path"]).resolve() == Path(path).resolve()]
-    if not found:
+    found = forecaster.member(path)
+    if found is None:
         raise ConfigError(f"--coverage: {forecaster.source} is calibrated per member of its mixture "
                           f"({', '.join(calibration.groups)}); {path} is none of their files")
-    return member_name(MixtureMember(**found[0]))
+    return member_name(MixtureMember(**found))
 
 
 def bounds_annotation(run_dir: str | os.PathLike, coverage: float) -> Callable[[Forecaster, Inputs], Annotate]:

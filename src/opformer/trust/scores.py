@@ -71,10 +71,13 @@ def local_scale(pred: torch.Tensor, scale: str) -> torch.Tensor:
     return smooth + LOCAL_FLOOR * rms
 
 
-def pointwise_scores(pred: torch.Tensor, truth: torch.Tensor, scale: str) -> torch.Tensor:
+def pointwise_scores(pred: torch.Tensor, truth: torch.Tensor, scale: str,
+                     local: torch.Tensor | None = None) -> torch.Tensor:
     """``(sample, len(POINT_LEVELS))``: each sample's ``ceil(p m)``-th smallest normalised error ``|pred - truth| /
-    scale`` over its ``m`` grid points and channels, for each level ``p`` of :data:`POINT_LEVELS`."""
-    ratio = ((pred.double() - truth.double()).abs() / local_scale(pred, scale)).flatten(1).sort(dim=1).values
+    scale`` over its ``m`` grid points and channels, for each level ``p`` of :data:`POINT_LEVELS` (``local``:
+    ``local_scale(pred, scale)`` where the caller has it already)."""
+    local = local_scale(pred, scale) if local is None else local
+    ratio = ((pred.double() - truth.double()).abs() / local).flatten(1).sort(dim=1).values
     m = ratio.shape[1]
     ranks = torch.tensor([math.ceil(Fraction(str(level)) * m) - 1 for level in POINT_LEVELS], device=ratio.device)
     return ratio.index_select(1, ranks)
