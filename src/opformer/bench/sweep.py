@@ -155,29 +155,32 @@ def run_child(spec: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), MKL_NUM_THREADS=str(spec["threads"]))
     command = [sys.executable, "-m", "opformer.bench.cell", json.dumps(spec)]
     start = time.monotonic()
-    with interrupts_held() as held:  # an interrupt inside Popen() would leave the started child running
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    with child:
-        try:
-            if held:
-                signal.raise_signal(held[0])  # to the handler it was held from (the CLI's: exit 130 / 143)
-                raise KeyboardInterrupt  # where that handler does not raise
-            status = None
-            while child.poll() is None:
-                if time.monotonic() - start > settings.time_budget:
-                    status = f"skipped: time budget (stopped after {settings.time_budget:g} s)"
-                elif _rss(child.pid) > settings.memory_budget:
-                    status = f"skipped: memory budget (stopped above {settings.memory_budget / GIB:.3g} GiB)"
-                if status:
-                    child.kill()
-                    child.communicate()
-                    return {"status": status}
-                time.sleep(0.05)
-            out, err = child.communicate()
-        except BaseException:  # interrupted or terminated: the cell's process must not outlive the bench
+    child: subprocess.Popen[str] | None = None
+    try:  # interrupted or terminated at any point once the child exists: it must not outlive the bench
+        with interrupts_held() as held:  # an interrupt inside Popen() would leave the started child running
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        # a signal that reached the interpreter during Popen() but ran its handler only once the held handlers
+        # were restored raises here, inside this try (a try opened after the hold left that moment uncovered)
+        if held:
+            signal.raise_signal(held[0])  # to the handler it was held from (the CLI's: exit 130 / 143)
+            raise KeyboardInterrupt  # where that handler does not raise
+        status = None
+        while child.poll() is None:
+            if time.monotonic() - start > settings.time_budget:
+                status = f"skipped: time budget (stopped after {settings.time_budget:g} s)"
+            elif _rss(child.pid) > settings.memory_budget:
+                status = f"skipped: memory budget (stopped above {settings.memory_budget / GIB:.3g} GiB)"
+            if status:
+                child.kill()
+                child.communicate()
+                return {"status": status}
+            time.sleep(0.05)
+        out, err = child.communicate()
+    except BaseException:
+        if child is not None:
             child.kill()
-            child.wait()  # reaped here: Popen's exit waits only 0.25 s after a KeyboardInterrupt
-            raise
+            child.communicate()  # reaped and its pipes closed here, before the bench unwinds further
+        raise
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
         return {"status": failure(child.returncode, err)}
