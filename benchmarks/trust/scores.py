@@ -40,6 +40,7 @@ from harness import argument_parser, describe_load, describe_machine, table_head
 
 from opformer.data.pairs import load_split, split_options  # noqa: E402
 from opformer.eval.forecast import load_forecaster  # noqa: E402
+from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
 from opformer.grids import axis_kinds, restrict  # noqa: E402
 from opformer.trust.calibration import Scores, score_split, select  # noqa: E402
 from opformer.trust.conformal import conformal_quantile, expected_coverage  # noqa: E402
@@ -57,7 +58,7 @@ def measure(name: str, run: str, splits: int) -> dict[str, Any]:
     data = load_split(cfg["path"], "test", **split_options(cfg))
     x, truth = data.inputs, data.targets.double()
     pred = forecaster.predict(x).double()
-    errors = (pred - truth).flatten(1).norm(dim=1) / truth.flatten(1).norm(dim=1)
+    errors = relative_l2_per_sample(pred, truth)
     ndim, kinds = forecaster.ndim, axis_kinds(data.info.domain)
     coarse = restrict(pred, 1, 2, kinds)
     noise = 0.01 * x.std() * torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
@@ -65,8 +66,9 @@ def measure(name: str, run: str, splits: int) -> dict[str, Any]:
         "none (plain relative L2)": torch.ones_like(errors),
         "input roughness (implemented)": roughness(x, ndim),
         "prediction roughness": roughness(pred, ndim),
-        "half-grid change (+1 call)": _relative(coarse, forecaster.predict(restrict(x, 1, 2, kinds)).double()),
-        "1% input noise change (+1 call)": _relative(pred, forecaster.predict(x + noise).double()),
+        "half-grid change (+1 call)": relative_l2_per_sample(
+            forecaster.predict(restrict(x, 1, 2, kinds)).double(), coarse),
+        "1% input noise change (+1 call)": relative_l2_per_sample(forecaster.predict(x + noise).double(), pred),
     }
     scores = Scores()
     scores.add(x, pred[:, None], truth[:, None], ndim)
@@ -102,11 +104,6 @@ def measure(name: str, run: str, splits: int) -> dict[str, Any]:
     return {"case": name, "run": run, "data": cfg["path"], "test_samples": n, "splits": splits,
             "expected_coverage": expected_coverage(n // 2, COVERAGE), "per_sample": sample_rows, "bands": band_rows,
             "chosen_on_validation": select(held_out[""])}
-
-
-def _relative(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-sample ``||a - b|| / ||a||``."""
-    return (a - b).flatten(1).norm(dim=1) / a.flatten(1).norm(dim=1)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -41,6 +41,7 @@ from harness import argument_parser, describe_load, describe_machine, table_head
 
 from opformer.data.store import read_arrays  # noqa: E402
 from opformer.eval.forecast import load_forecaster  # noqa: E402
+from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
 from opformer.trust.conformal import conformal_quantile  # noqa: E402
 from opformer.trust.scores import local_scale  # noqa: E402
 
@@ -165,7 +166,7 @@ def main() -> None:
             "uqno_train_seconds": train_seconds, "uqno_predict_seconds": uqno_seconds,
             "opformer_scale_seconds": local_seconds}
     results["base_predict_seconds"] = base_seconds
-    errors = error.flatten(1).norm(dim=1) / y.double().flatten(1).norm(dim=1)
+    errors = relative_l2_per_sample(pred.double(), y.double())
     results["base_relative_l2_median"] = float(errors.median())
     write_results(args.results, NAME, results, markdown, load_before, "numpy", "neuraloperator")
 

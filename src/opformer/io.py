@@ -1,4 +1,5 @@
-"""Atomic file writes: every file opformer writes goes to a temporary sibling and is renamed into place.
+"""Atomic file writes (every file opformer writes goes to a temporary sibling and is renamed into place), and
+the tolerant read of the small JSON records that a command can do without.
 
 A killed process therefore leaves either the old file or the new one, never a partial one; the temporary
 file (``.NAME.PID.XXXX.tmp`` beside the target) is removed on any error, and one that a ``kill -9`` left is
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import errno
 import glob
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from opformer.errors import StorageError
 
@@ -47,6 +50,17 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
     return removed
 
 
+#: Errors of the file system (no room, read-only, no permission, a failing disk) that become one-line errors.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO})
+
+
+def _umask() -> int:
+    """This process's file-creation mask (read by setting and restoring it)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def atomic_path(path: Path, suffix: str = ".tmp") -> Path:
     """A new, empty temporary sibling of ``path`` (ordinary file permissions) to write before the rename.
 
@@ -55,9 +69,7 @@ def atomic_path(path: Path, suffix: str = ".tmp") -> Path:
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=suffix, dir=path.parent)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
+    os.chmod(tmp, 0o666 & ~_umask())  # the permissions of an ordinary new file, not mkstemp's 0600
     return Path(tmp)
 
 
@@ -110,12 +122,20 @@ def atomic_replace(path: str | os.PathLike, suffix: str = ".tmp", size: int | No
         yield tmp
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO):
+        if exc.errno not in STORAGE_ERRNOS:
             raise
         # the system's words: h5py's own strerror runs over several lines
         raise StorageError(f"{path}: could not be written ({os.strerror(exc.errno)}); nothing was replaced") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's contents, ``None`` where it is absent or unreadable (for records a command can do without)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
@@ -133,9 +153,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # not mkdtemp's private one
+        tmp.chmod(0o777 & ~_umask())  # not mkdtemp's private one
     except OSError as exc:
         raise StorageError(f"{path}: cannot be written ({exc.strerror or exc})") from None
     try:
@@ -144,8 +162,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
             path.rmdir()  # empty: the renamed folder takes its place
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO,
-                             errno.ENOTEMPTY):
+        if exc.errno not in STORAGE_ERRNOS | {errno.ENOTEMPTY}:
             raise
         raise StorageError(f"{path}: could not be written ({os.strerror(exc.errno)}); nothing was written") from None
     finally:

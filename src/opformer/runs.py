@@ -43,7 +43,7 @@ import yaml
 from opformer import __version__
 from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
 from opformer.errors import CheckpointError, ConfigError, StorageError
-from opformer.io import atomic_replace, write_atomic
+from opformer.io import atomic_replace, read_json, write_atomic
 from opformer.models.factformer import check_layout
 from opformer.models.surrogate import Surrogate
 
@@ -109,10 +109,8 @@ def start_session(run_dir: Path, device: str, first_epoch: int, processes: int =
     """Record a new training session in ``run.json`` (command, versions, commit, device, threads, data-parallel
     processes, start)."""
     path = run_dir / SESSIONS
-    try:
-        sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
-    except (ValueError, KeyError, TypeError):
-        sessions = []
+    record = read_json(path)
+    sessions = record.get("sessions") if isinstance(record, dict) else None
     if not isinstance(sessions, list):
         sessions = []  # a hand-damaged record is started afresh rather than refusing to train
     sessions.append({**_provenance(), "device": device, "threads": torch.get_num_threads(), "processes": processes,
@@ -139,10 +137,8 @@ def record_import(run_dir: Path, imported: dict[str, Any], sessions: list[dict[s
 def import_record(run_dir: Path) -> dict[str, Any] | None:
     """The ``imported`` record of a run that ``opformer import`` wrote (in ``summary.json``; an exported opformer
     run keeps its own run config, so this says that its weights were not trained in this folder), else None."""
-    try:
-        record = json.loads((run_dir / SUMMARY).read_text()).get("imported")
-    except (OSError, ValueError, AttributeError):
-        return None
+    summary = read_json(run_dir / SUMMARY)
+    record = summary.get("imported") if isinstance(summary, dict) else None
     return record if isinstance(record, dict) else None
 
 

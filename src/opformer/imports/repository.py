@@ -38,7 +38,7 @@ from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
 from opformer.imports import hub
 from opformer.imports.weights import sha256_file
-from opformer.io import atomic_folder, atomic_replace, write_atomic
+from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
 from opformer.models.surrogate import Surrogate
 from opformer.runs import (SESSIONS, SUMMARY, check_fresh, load_checkpoint_surrogate, record_import, run_checkpoint,
                            save_checkpoint, write_metrics, write_run_config, write_summary)
@@ -70,14 +70,6 @@ def _strict(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_strict(v) for v in value]
     return value
-
-
-def _read_json(path: Path) -> Any:
-    """A JSON file of a run, ``None`` if absent or unreadable (what the export can do without)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _list(value: Any) -> list[Any]:
@@ -134,11 +126,11 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
     surrogate, payload = load_checkpoint_surrogate(checkpoint)
     results = None
     if metrics is not None:
-        evaluated = _read_json(Path(metrics))
+        evaluated = read_json(Path(metrics))
         if not isinstance(evaluated, dict) or not isinstance(evaluated.get("results"), list):
             raise ConfigError(f"--metrics {metrics}: expected the JSON file of opformer evaluate --json")
         results = {k: evaluated.get(k) for k in ("data", "split")} | {"results": evaluated["results"]}
-    record, summary = _read_json(run_dir / SESSIONS), _read_json(run_dir / SUMMARY)
+    record, summary = read_json(run_dir / SESSIONS), read_json(run_dir / SUMMARY)
     sessions = record.get("sessions") if isinstance(record, dict) else None
     config = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "opformer_version": __version__,

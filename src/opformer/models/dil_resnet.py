@@ -94,7 +94,7 @@ class DilResNet(nn.Module):
                 f"Dil-ResNet needs width, n_blocks, norm_groups >= 1 and width a multiple of norm_groups, "
                 f"got width={width}, n_blocks={n_blocks}, norm_groups={norm_groups}"
             )
-        self.ndim, self.t_in, self.t_out, self.in_channels, self.periodic = ndim, t_in, t_out, in_channels, periodic
+        self.ndim, self.t_in, self.t_out, self.in_channels = ndim, t_in, t_out, in_channels
         self.axis_periodic = axes = axis_periodicity(periodic, ndim)
         self.encoder = _conv(ndim, t_in * in_channels, width, 1, axes)
         self.blocks = nn.Sequential(

@@ -48,7 +48,7 @@ class FFNO(nn.Module):
         if min(width, modes, n_layers, ffn_width, projection_width) < 1:
             raise ConfigError("F-FNO sizes (width, modes, n_layers, ffn_width, projection_width) must be >= 1")
         self.ndim, self.t_in, self.t_out, self.in_channels = ndim, t_in, t_out, in_channels
-        self.length, self.periodic, self.padding = length, periodic, padding
+        self.length, self.padding = length, padding
         self.axis_periodic = axis_periodicity(periodic, ndim)
         self.lift = nn.Linear(t_in * in_channels + ndim, width)
         shared = FactorizedSpectralConv(width, width, modes, ndim) if share_weights else None

@@ -39,7 +39,7 @@ class FNO(nn.Module):
             raise ConfigError("FNO sizes (channels, width, modes, n_layers, projection_width) must be >= 1")
         if output_size is not None and ndim != 2:
             raise ConfigError(f"output_size: block averages are 2D, got a {ndim}D FNO")
-        self.ndim, self.length, self.periodic, self.output_size = ndim, length, periodic, output_size
+        self.ndim, self.length, self.output_size = ndim, length, output_size
         self.axis_periodic, self.padding = axis_periodicity(periodic, ndim), padding
         self.lift = nn.Linear(in_channels + ndim, width)
         self.layers = nn.ModuleList(
