@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import h5py
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from opformer.cli import main
 from opformer.data import convert
 from opformer.data.convert import convert_file
-from opformer.data.readers import source
+from opformer.data.readers import source, the_well
 from opformer.data.readers.the_well import read_the_well
 from opformer.data.store import read_block, read_info
 from opformer.errors import ConfigError, DataError
@@ -116,6 +118,23 @@ def test_read_in_chunks_across_files_equals_one_read(tmp_path, layouts, monkeypa
     _, _, fields = _convert(paths, tmp_path / "out.h5")
     assert calls == [2]
     np.testing.assert_array_equal(fields, whole)
+
+
+def test_a_field_no_sample_varies_is_read_once_for_every_chunk(tmp_path, layouts, monkeypatch):
+    """Read a trajectory at a time, each file's sample-independent fields (``forcing``) are read once, the
+    others once a chunk; the chunks equal one whole read."""
+    paths = [layouts.the_well(tmp_path / f"{i}.hdf5", samples=3, seed=i) for i in range(2)]
+    (whole,) = read_the_well(paths).read(0, 6)
+    src = read_the_well(paths)
+    fields = {field.key.lstrip("/"): field.sample_varying for field in the_well.read_file_layout(paths[0]).fields}
+    reads = []
+    original = the_well.read_slice
+    monkeypatch.setattr(the_well, "read_slice", lambda path, data, index: (
+        reads.append((path.name, data.name)), original(path, data, index))[1])
+    np.testing.assert_array_equal(np.concatenate([src.read(i, i + 1)[0] for i in range(6)]), whole)
+    assert not fields["t0_fields/forcing"] and any(fields.values())
+    expected = {(path.name, f"/{key}"): 3 if varying else 1 for path in paths for key, varying in fields.items()}
+    assert Counter(reads) == expected
 
 
 def _edit(path, edit):

@@ -370,13 +370,14 @@ def read_the_well(paths: Sequence[Path], grid: list[str] | None = None) -> Sourc
         splits[label] = [int(splits.get(label, [start])[0]), int(stop)]
     shared, per_sample = _merge_settings(files)
     frames = len(first.times)
+    constants: dict[tuple[Path, str], np.ndarray] = {}  # the fields no sample varies, read once for every chunk
 
     def read(start: int, stop: int) -> tuple[np.ndarray]:
         out = np.empty((stop - start, frames, *first.shape, len(channels)), dtype=np.float32)
         for wf, begin, end in zip(files, starts[:-1], starts[1:]):
             a, b = max(start, begin), min(stop, end)
             if a < b:
-                _read_block(wf, a - begin, b - begin, out[a - start:b - start])
+                _read_block(wf, a - begin, b - begin, out[a - start:b - start], constants)
         return (out,)
 
     pde = {"name": first.name, **shared, "length": lengths[0], "origin": list(origins), "times": first.times.tolist(),
@@ -391,16 +392,22 @@ def read_the_well(paths: Sequence[Path], grid: list[str] | None = None) -> Sourc
                   times=first.times, per_sample=per_sample)
 
 
-def _read_block(wf: WellFile, start: int, stop: int, block: np.ndarray) -> None:
+def _read_block(wf: WellFile, start: int, stop: int, block: np.ndarray,
+                constants: dict[tuple[Path, str], np.ndarray]) -> None:
     """Trajectories ``start..stop-1`` of one file into ``block`` ``(n, T, *spatial, C)``: every field read once for
-    the range (or whole, where it does not vary per sample) and broadcast over the axes it lacks."""
+    the range and broadcast over the axes it lacks; one that does not vary per sample is read whole the first time
+    and kept in ``constants`` for later chunks."""
     n, frames, ndim = stop - start, block.shape[1], len(wf.axes)
     column = 0
     with open_hdf5(wf.path) as f:
         for field in wf.fields:
             data = f[field.key]
-            values = read_slice(wf.path, data, slice(start, stop) if field.sample_varying else ())
-            values = finite(wf.path, data.name, values if field.sample_varying else values[None], start)
+            if field.sample_varying:
+                values = finite(wf.path, data.name, read_slice(wf.path, data, slice(start, stop)), start)
+            else:
+                if (wf.path, field.key) not in constants:
+                    constants[wf.path, field.key] = finite(wf.path, data.name, read_slice(wf.path, data, ())[None], 0)
+                values = constants[wf.path, field.key]
             shape = ((n if field.sample_varying else 1,) + ((frames,) if field.time_varying else (1,))
                      + tuple(size if used else 1 for size, used in zip(wf.shape, field.dim_varying))
                      + (ndim ** field.order,))
