@@ -18,6 +18,7 @@ from opformer.train.trainer import train
 from opformer.trust.calibration import (CALIBRATION, Calibration, Scores, bounds_annotation, calibrate_run,
                                         format_calibration, load_calibration, select)
 from opformer.trust.conformal import conformal_quantile, conformal_rank
+from opformer.trust.scores import local_scale, point_level
 from opformer.trust.shift import roughness
 from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
 
@@ -108,6 +109,11 @@ def test_a_rollout_is_calibrated_per_frame(heat_run):
     assert torch.allclose(bounds.relative_l2[0, :5], calibration.quantiles(0.75))
     width = conformal_quantile(group.pointwise["local"][:, :, -1], 0.75, sorted_=True)
     assert torch.isfinite(width).all() and bounds.upper.shape == longer.shape
+    band = conformal_quantile(group.pointwise[group.scale][:, :, point_level(0.75)], 0.75, sorted_=True)
+    for frame in range(5):  # each frame's half-width: its own quantile times the scale of its own prediction
+        expected = local_scale(longer[:, frame], group.scale) * band[frame]
+        assert torch.allclose((bounds.upper - longer)[:, frame].double(), expected, rtol=1e-5)
+    assert bool(torch.isinf(bounds.upper[:, 5]).all())
     with pytest.raises(ConfigError, match="do not fit its calibration"):
         calibration.bounds(fields[:, :3], longer[..., 0], 0.75)
 

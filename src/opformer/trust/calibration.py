@@ -167,7 +167,8 @@ class Calibration:
         width = torch.full((frames,), math.inf, dtype=torch.float64)
         level = point_level(coverage)
         width[:known] = conformal_quantile(group.pointwise[scale][:, :known, level], coverage, sorted_=True)
-        half = torch.stack([local_scale(preds[:, f], scale) * width[f] for f in range(frames)], dim=1).to(preds.dtype)
+        scales = local_scale(preds.flatten(0, 1), scale).unflatten(0, preds.shape[:2])  # every frame at once
+        half = (scales * width.view(1, frames, *[1] * (preds.dim() - 2))).to(preds.dtype)
         lower, upper = preds - half, preds + half
         flagged = flag_shifted(input_statistics(inputs, ndim), group.statistics)
         if tuple(preds.shape[2:-1]) != group.grid:
