@@ -141,7 +141,7 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
         assert got.shape == (len(given), 4, n, n, channels) and torch.equal(got, evaluated)
         out = predict_file(run, path, tmp_path / f"{path.stem}.npy", frames=2, device="cpu")
         assert np.load(out).shape == (6, 2, n, n, channels)
-    assert forecaster.validated_frames(members[1]) == 4  # the member's frames after t_in
+    assert forecaster.validated_frames(members[1]) == 4 == forecaster.validated_frames(name="b")  # after t_in
 
 
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
@@ -243,6 +243,7 @@ def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat
     fails(operator, heat, "holds trajectory data but", "was trained on operator data")
     fails(operator, toy, "--frames: ", "is an operator run", extra=("--frames", "3"))
     fails(trajectory, heat, "--frames 0: expected at least 1 frame", extra=("--frames", "0"))
+    fails(trajectory, heat, "--member a: ", "was not trained on a mixture", extra=("--member", "a"))
     short = write_toy_heat(tmp_path / "short.h5", frames=2)
     fails(trajectory, short, "2 frames, but", "rolls out from 3 frames")
     np.savez(tmp_path / "a.npz", a=np.zeros((2, 64, 1), np.float32))
@@ -268,8 +269,8 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     reads = []
     opened = forecast.open_inputs
 
-    def counting(path, forecaster):
-        inputs = opened(path, forecaster)
+    def counting(path, forecaster, member=None):
+        inputs = opened(path, forecaster, member)
         read = inputs.read
         inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
         return inputs

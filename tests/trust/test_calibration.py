@@ -150,11 +150,25 @@ def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_c
         given = load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1).fields[:, -3:]  # the context
         expected = calibration.sample_bounds(0.5, roughness(given, 2), "b")
         assert np.allclose(z["bound_relative_l2"], expected.numpy(), rtol=1e-5)
+        from_file = {key: z[key] for key in ("fields", "bound_relative_l2", "band_half_width")}
     other = member_writer(tmp_path / "c.h5", n=32, channels=2, grid="cells", seed=3)
-    with pytest.raises(ConfigError, match="calibrated per member of its mixture .* none of their files"):
+    with pytest.raises(ConfigError, match="calibrated per member of its mixture .* none of their files .* --member"):
         predict_file(tmp_path / "mix", other, tmp_path / "c.npz", frames=4,
                      annotate=bounds_annotation(tmp_path / "mix", 0.5))
     assert not (tmp_path / "c.npz").exists()
+    # an array of member b's trajectories, named with --member: the same forecast and bounds as from its file
+    np.save(tmp_path / "b_fields.npy", load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1)
+            .fields.numpy())
+    with pytest.raises(ConfigError, match="none of their files"):
+        predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
+                     annotate=bounds_annotation(tmp_path / "mix", 0.5))
+    with pytest.raises(ConfigError, match="--member c: expected one of a, b"):
+        predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", member="c")
+    out = predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
+                       annotate=bounds_annotation(tmp_path / "mix", 0.5), member="b")
+    with np.load(out) as z:
+        for key, value in from_file.items():
+            assert np.allclose(z[key], value, rtol=1e-5, atol=1e-7), key
 
 
 def _synthetic_scores(errors_follow_roughness: bool, samples: int = 60, seed: int = 0) -> Scores:

@@ -114,7 +114,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         coverage = 0.9 if args.coverage is None else args.coverage
         report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
-                                       frames=args.frames, batch_size=args.batch_size, device=args.device)
+                                       frames=args.frames, batch_size=args.batch_size, device=args.device,
+                                       member=args.member)
         print(report.text())
         print(f"wrote predictions to {args.output} with error bounds at coverage {coverage:g}; the report to "
               f"{args.output}{REPORT_SUFFIX}")
@@ -125,7 +126,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         annotate = bounds_annotation(args.run, args.coverage)
     path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
-                        device=args.device, annotate=annotate)
+                        device=args.device, annotate=annotate, member=args.member)
     print(f"wrote predictions to {path}" + (f" with error bounds at coverage {args.coverage:g}" if annotate else ""))
     return 0
 
@@ -178,6 +179,9 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--frames", type=int,
                    help="trajectory runs: frames to roll out after the given ones (default: as many as the run was "
                         "validated on)")
+    p.add_argument("--member",
+                   help="a mixture run: the member the input's samples belong to, by name (its time stride, rollout "
+                        "length and calibration; needed for an array, found from the file for a member's own file)")
     p.add_argument("--coverage", type=float,
                    help="also write calibrated error bounds at this level, e.g. 0.9 (after `opformer calibrate RUN`): "
                         "bound_relative_l2 per sample (and frame), band_half_width beside the predictions, flagged "

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from opformer.data.mixture import pad_channels
+from opformer.data.mixture import MixtureMember, member_name, pad_channels
 from opformer.data.readers.arrays import block, channel_last, sample_array
 from opformer.data.readers.source import CHUNK_BYTES, OPERATOR, TRAJECTORY, domain
 from opformer.data.store import (DataFile, DatasetInfo, open_dataset_file, read_info, write_operator_dataset,
@@ -144,28 +144,37 @@ class Forecaster:
         count = len(self.input_channels)
         return f"1 to {count} channels" if self.padded else f"{count} channels {self.input_channels}"
 
-    def time_stride(self, path: str | os.PathLike | None = None) -> int:
+    def time_stride(self, path: str | os.PathLike | None = None, name: str | None = None) -> int:
         """Stored frames between two frames the model sees: the run's ``rollout.time_stride`` (for a mixture
-        member's file, the member's own)."""
+        member's file, or the member ``name``, the member's own)."""
         cfg = self.payload["run_config"]
         stride = cfg["rollout"].get("time_stride", 1)
-        member = self.member(path)
+        member = self.member(path, name)
         return (member.get("time_stride") or stride) if member else stride
 
-    def member(self, path: str | os.PathLike | None) -> dict[str, Any] | None:
-        """The mixture member stored in ``path``, if it is one."""
+    def member(self, path: str | os.PathLike | None, name: str | None = None) -> dict[str, Any] | None:
+        """The mixture member named ``name`` (``opformer predict --member``; a one-line error for another name or a
+        run of one data set), else the one stored in ``path``, if it is one."""
+        members = self.payload["run_config"]["data"].get("mixture") or []
+        if name is not None:
+            names = [member_name(MixtureMember(**m)) for m in members]
+            if name not in names:
+                raise ConfigError(f"--member {name}: " + (f"expected one of {', '.join(names)}, the members of "
+                                                          f"{self.source}'s mixture" if names else
+                                                          f"{self.source} was not trained on a mixture"))
+            return members[names.index(name)]
         if path is None:
             return None
-        members = self.payload["run_config"]["data"].get("mixture") or []
         return next((m for m in members if Path(m["path"]).resolve() == Path(path).resolve()), None)
 
-    def validated_frames(self, path: str | os.PathLike | None = None) -> int:
+    def validated_frames(self, path: str | os.PathLike | None = None, name: str | None = None) -> int:
         """The rollout length the run was validated on: its ``rollout.eval_frames``, else the frames after
-        ``t_in`` of its data file (of ``path``'s member for a mixture run); a one-line error where unknown."""
+        ``t_in`` of its data file (of ``path``'s member, or the member ``name``, for a mixture run); a one-line
+        error where unknown."""
         cfg = self.payload["run_config"]
         if cfg["rollout"].get("eval_frames"):
             return cfg["rollout"]["eval_frames"]
-        member = self.member(path)
+        member = self.member(path, name)
         data_path = member["path"] if member else None if self.padded else cfg["data"]["path"]
         if data_path is not None:
             try:
@@ -210,6 +219,7 @@ class Inputs:
     stride: int = 1
     kinds: tuple[str, ...] | None = None  # the grid kinds of the input's axes
     handle: DataFile | None = None  # an HDF5 input's open file, closed by :meth:`close`
+    member: str | None = None  # the mixture member the samples belong to, where named (``predict --member``)
 
     def close(self) -> None:
         """Close the input file (an array's memory map is released with the object)."""
@@ -225,15 +235,16 @@ def _expected(forecaster: Forecaster, frames: int | None) -> str:
     return "(" + ", ".join(["N", *([f"T >= {frames}"] if frames else []), *grid, channels]) + ")"
 
 
-def open_inputs(path: str | os.PathLike, forecaster: Forecaster) -> Inputs:
+def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None) -> Inputs:
     """``path`` (opformer HDF5, or ``.npy``/``.npz``: the run's grid and channels assumed) checked against the
-    run in one line before anything is read or written."""
+    run in one line before anything is read or written. ``member``: the mixture member the samples belong to
+    (its time stride; default: the member whose file ``path`` is)."""
     path = Path(path)
     trajectory = forecaster.kind == TRAJECTORY
-    stride = forecaster.time_stride(path)
+    stride = forecaster.time_stride(path, member)
     span = 1 + stride * (forecaster.t_in - 1) if trajectory else 0  # stored frames the context covers
     if path.suffix in ARRAY_SUFFIXES:
-        return _array_inputs(path, forecaster, stride, span)
+        return _array_inputs(path, forecaster, stride, span, member)
     info = read_info(path)
     if info.kind != forecaster.kind:
         raise ConfigError(f"--input {path}: holds {info.kind} data but {forecaster.source} was trained on "
@@ -250,7 +261,7 @@ def open_inputs(path: str | os.PathLike, forecaster: Forecaster) -> Inputs:
         data = open_dataset_file(path)
         return Inputs(path, info.n_samples, (*info.spatial_shape, channels),
                       lambda start, stop: data.read("input", (slice(start, stop),)), info,
-                      kinds=axis_kinds(info.domain), handle=data)
+                      kinds=axis_kinds(info.domain), handle=data, member=member)
     stored = len(info.times)
     if stored < span:
         raise DataError(f"{path}: {stored} frames, but {forecaster.source} rolls out from {forecaster.t_in} frames "
@@ -258,10 +269,10 @@ def open_inputs(path: str | os.PathLike, forecaster: Forecaster) -> Inputs:
     frames, data = slice(stored - span, stored, stride), open_dataset_file(path)
     return Inputs(path, info.n_samples, (forecaster.t_in, *info.spatial_shape, channels),
                   lambda start, stop: data.read("fields", (slice(start, stop), frames)), info,
-                  np.asarray(info.times), stride, axis_kinds(info.domain), data)
+                  np.asarray(info.times), stride, axis_kinds(info.domain), data, member)
 
 
-def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int) -> Inputs:
+def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, member: str | None) -> Inputs:
     """An array file's samples; its shape must be the run's grid and channels (any grid and up to the model's
     channels for a padded run), trajectories at least ``span`` frames."""
     trajectory = forecaster.kind == TRAJECTORY
@@ -280,7 +291,7 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int) ->
                         f"channels of {forecaster.source})")
     if not trajectory:
         return Inputs(path, int(array.shape[0]), shape,
-                      lambda start, stop: block(path, key, array, start, stop, shape, False), None)
+                      lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member)
     frames = shape[0]
     window = slice(frames - span, frames, stride)
 
@@ -288,7 +299,7 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int) ->
         return block(path, key, array, start, stop, shape, False)[:, window]
 
     return Inputs(path, int(array.shape[0]), (forecaster.t_in, *shape[1:]), read, None,
-                  np.arange(frames, dtype=np.float64), stride)
+                  np.arange(frames, dtype=np.float64), stride, member=member)
 
 
 def forecast_times(times: np.ndarray, stride: int, n: int) -> np.ndarray:
@@ -300,7 +311,7 @@ def forecast_times(times: np.ndarray, stride: int, n: int) -> np.ndarray:
 
 def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
                  frames: int | None = None, batch_size: int | None = None, device: str = "auto",
-                 annotate: Callable[[Forecaster, Inputs], Annotate] | None = None) -> Path:
+                 annotate: Callable[[Forecaster, Inputs], Annotate] | None = None, member: str | None = None) -> Path:
     """Apply a run's best surrogate to every sample of ``input_path`` and write ``output_path`` atomically.
 
     Operator runs predict each input (at the file's grid). Trajectory runs roll out ``frames`` frames (default:
@@ -311,7 +322,8 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
     continued). Samples are read, predicted and written a chunk at a time into scratch files beside the output.
     ``annotate`` (given the forecaster and the opened inputs) gives each chunk's further arrays, written beside the
     predictions: ``NAME.npy`` entries of an ``.npz``, datasets ``/NAME`` of an HDF5 output (a ``.npy`` output, one
-    array, is refused).
+    array, is refused). ``member``: for a mixture run, the member the input's samples belong to (its time stride,
+    rollout length and calibration; default: the member whose file the input is).
     """
     src, out = Path(input_path), Path(output_path)
     if out.resolve() == src.resolve():
@@ -325,9 +337,9 @@ def predict_file(run_dir: str | os.PathLike, input_path: str | os.PathLike, outp
     if annotate is not None and out.suffix == ".npy":
         raise ConfigError(f"--output {output_path}: a .npy file holds the predictions only; write .npz or HDF5 to "
                           "keep the error bounds beside them")
-    inputs = open_inputs(src, forecaster)
+    inputs = open_inputs(src, forecaster, member)
     try:
-        n = (frames or forecaster.validated_frames(src)) if trajectory else 0
+        n = (frames or forecaster.validated_frames(src, member)) if trajectory else 0
         extra = None if annotate is None else annotate(forecaster, inputs)
         out.parent.mkdir(parents=True, exist_ok=True)
         return _write_predictions(out, forecaster, inputs, n, extra)

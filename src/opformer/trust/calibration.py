@@ -463,15 +463,18 @@ def load_surrogate(run_dir: str | os.PathLike, device: str = "auto", batch_size:
     return forecaster
 
 
-def input_member(forecaster: Forecaster, calibration: Calibration, path: str | os.PathLike) -> str | None:
+def input_member(forecaster: Forecaster, calibration: Calibration, path: str | os.PathLike,
+                 name: str | None = None) -> str | None:
     """The calibrated data set an input file belongs to: None for a run of one data file, else the mixture member
-    stored in ``path`` (a one-line error for another file: a mixture's bounds hold per member)."""
+    ``name`` (``predict --member``) or the one stored in ``path`` (a one-line error for another file: a mixture's
+    bounds hold per member)."""
     if len(calibration.groups) == 1:
         return None
-    found = forecaster.member(path)
+    found = forecaster.member(path, name)
     if found is None:
         raise ConfigError(f"--coverage: {forecaster.source} is calibrated per member of its mixture "
-                          f"({', '.join(calibration.groups)}); {path} is none of their files")
+                          f"({', '.join(calibration.groups)}); {path} is none of their files (name its member "
+                          "with --member)")
     return member_name(MixtureMember(**found))
 
 
@@ -485,7 +488,7 @@ def bounds_annotation(run_dir: str | os.PathLike, coverage: float) -> Callable[[
 
     def annotate(forecaster: Forecaster, inputs: Inputs) -> Annotate:
         calibration = load_calibration(run_dir, forecaster.payload)
-        member = input_member(forecaster, calibration, inputs.path)
+        member = input_member(forecaster, calibration, inputs.path, inputs.member)
 
         def arrays(given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
             bounds = calibration.bounds(given, preds, coverage, member)

@@ -159,10 +159,12 @@ def solve_samples(inputs: Inputs, given: torch.Tensor, frames: int) -> np.ndarra
 
 def predict_with_fallback(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
                           tolerance: float, coverage: float = 0.9, frames: int | None = None,
-                          batch_size: int | None = None, device: str = "auto") -> FallbackReport:
+                          batch_size: int | None = None, device: str = "auto", member: str | None = None
+                          ) -> FallbackReport:
     """``opformer predict RUN --input X --output Y --tolerance T``: :func:`predict_file` with the bounds at
     ``coverage`` and the samples over ``tolerance`` answered by the solver (registry data) or listed; the report is
-    written atomically beside the output (``Y.fallback.json``) and returned.
+    written atomically beside the output (``Y.fallback.json``) and returned. ``member``: as for
+    :func:`~opformer.eval.forecast.predict_file`.
 
     Solving every sample is timed as the solves' measured time when every sample was solved, else estimated from
     the measured time per solved sample (one sample solved for timing alone when none was needed)."""
@@ -170,7 +172,7 @@ def predict_with_fallback(run_dir: str | os.PathLike, input_path: str | os.PathL
     probe: dict[str, Any] = {}
     began = time.perf_counter()
     path = predict_file(run_dir, input_path, output_path, frames=frames, batch_size=batch_size, device=device,
-                        annotate=fallback_annotation(run_dir, coverage, tolerance, report, probe))
+                        annotate=fallback_annotation(run_dir, coverage, tolerance, report, probe), member=member)
     report.seconds = time.perf_counter() - began
     if report.solved and report.samples:
         if report.to_solver == report.samples:
