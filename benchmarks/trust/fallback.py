@@ -9,7 +9,8 @@ calibrates, its second half tests):
    frames are the truth of the forecast;
 3. ``opformer predict --tolerance T --coverage 0.9`` (``predict_with_fallback``) at two tolerances, by default half
    and 1.5 times the plain bound (the relative-L2 score's, largest frame) at 0.9; the per-sample bound is the score
-   calibration selected (``relative_l2``: that one number for every input; ``roughness``: varying per input). The
+   calibration selected (``relative_l2``: that one number for every input; ``roughness``: varying per input), for a
+   rollout the joint one (every frame at once), as ``--tolerance`` uses it. The
    share of samples sent to the solver, the wall time against solving everything (the measured time of step 2),
    the largest true relative L2 error among the surrogate's answers and the share of them within the tolerance
    (at least 0.9 is what the bound promises, on average);
@@ -229,8 +230,9 @@ NOTE = ("Solving all: every test sample solved again by opformer.pde.resolve wit
         "number per frame for every input, so at a tolerance below it every sample goes to the solver and above it "
         "only the samples flagged as unlike the calibration data do; the roughness-normalised score (where calibration "
         "selected it on the validation split) bounds each input by its own roughness, and the tolerance splits them. "
-        "Trajectories: a sample goes to the solver when any frame's bound exceeds the tolerance; its error is its "
-        "largest over the frames. predict timings: the median of the repeats, in this process, with torch at one "
+        "Trajectories: a sample goes to the solver when any frame's joint bound (the bounds that hold for every frame "
+        "at once, `predict --joint`) exceeds the tolerance; its error is its largest over the frames; the tolerances "
+        "stay multiples of the per-frame plain bound. predict timings: the median of the repeats, in this process, with torch at one "
         "thread.")
 
 

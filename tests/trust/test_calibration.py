@@ -2,6 +2,7 @@
 predictions, and one-line errors (no calibration, another checkpoint, a corrupt file, calibrating on train)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -223,3 +224,54 @@ def test_the_normalised_bound_reaches_the_nominal_coverage():
     expected, a, b = rank / (n + 1), rank, n + 1 - rank
     spread = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)) / draws + expected * (1 - expected) / (10 * draws))
     assert abs(rate - expected) < 4 * spread
+
+
+def _rollout_scores(errors: torch.Tensor, seed: int = 0) -> Scores:
+    """Scores of forecasts whose relative L2 error at sample ``i`` and frame ``t`` is ``errors[i, t]``."""
+    generator = torch.Generator().manual_seed(seed)
+    n, frames = errors.shape
+    truth = torch.ones(n, frames, 16, 1, dtype=torch.float64)
+    noise = torch.randn(truth.shape, generator=generator, dtype=torch.float64)
+    noise = noise / noise.flatten(2).norm(dim=2)[..., None, None] * truth.flatten(2).norm(dim=2)[..., None, None]
+    scores = Scores()
+    scores.add(torch.randn(n, 2, 16, 1, generator=generator), truth + errors[..., None, None] * noise, truth, ndim=1)
+    return scores
+
+
+def test_joint_bounds_are_the_quantile_of_the_largest_scaled_score_times_each_frames_scale():
+    errors = 0.1 + torch.rand(9, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    scores = _rollout_scores(errors)
+    scale = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+    group = scores.group(frame_scale={"relative_l2": scale, "roughness": scale})
+    calibration = Calibration("run", "trajectory", "", {}, {"": group})
+    joint = (errors / scale).max(dim=1).values.sort().values
+    # n = 9, coverage 0.8: rank ceil(10 * 0.8) = 8
+    assert torch.allclose(calibration.joint_quantiles(0.8), joint[7] * scale)
+    assert bool((calibration.joint_quantiles(0.8) >= calibration.quantiles(0.8)).all())
+    own = scores.group()  # without held-out scales: each frame's median over these samples
+    assert torch.allclose(own.frame_scale["relative_l2"], errors.median(dim=0).values)
+    # one frame: the joint bound is the per-frame one
+    single = Calibration("run", "trajectory", "", {}, {"": _rollout_scores(errors[:, :1]).group()})
+    assert torch.allclose(single.joint_quantiles(0.8), single.quantiles(0.8))
+    old = Calibration("run", "trajectory", "", {}, {"": replace(group, joint=None, frame_scale=None)})
+    with pytest.raises(CheckpointError, match="predates joint bounds; run `opformer calibrate run` again"):
+        old.joint_quantiles(0.8)
+
+
+def test_joint_bounds_hold_for_every_frame_at_once_where_per_frame_bounds_do_not():
+    """Errors independent across 5 frames (growing along them): over 30 calibrations of 99 samples, the share of
+    new forecasts within the bound at every frame is 0.9 with the joint bounds, about 0.9^5 with per-frame ones."""
+    frames, n, coverage = 5, 99, 0.9
+    growth = torch.arange(1, frames + 1, dtype=torch.float64)
+    joint_hits, frame_hits = [], []
+    for draw in range(30):
+        generator = torch.Generator().manual_seed(draw)
+        errors = 0.01 * growth * torch.exp(0.5 * torch.randn(n + 50 + 400, frames, generator=generator,
+                                                             dtype=torch.float64))
+        calibrated, held_out, new = errors[:n], errors[n:n + 50], errors[n + 50:]
+        group = _rollout_scores(calibrated, draw).group(frame_scale=_rollout_scores(held_out).frame_scales())
+        calibration = Calibration("run", "trajectory", "", {}, {"": group})
+        joint_hits.append(float((new <= calibration.joint_quantiles(coverage)).all(dim=1).double().mean()))
+        frame_hits.append(float((new <= calibration.quantiles(coverage)).all(dim=1).double().mean()))
+    assert coverage - 0.02 <= np.mean(joint_hits) <= coverage + 1 / (n + 1) + 0.02
+    assert abs(np.mean(frame_hits) - coverage ** frames) < 0.05

@@ -59,6 +59,26 @@ def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, he
     truth = frames[:, 3:8]
     errors = ((forecast - truth).flatten(2).norm(dim=2) / truth.flatten(2).norm(dim=2)).double()
     assert bool((errors <= bounds.relative_l2 + 1e-6).all())
+    # --joint: bounds for all frames at once, at least the per-frame ones; at rank n they hold for every frame of
+    # every calibration trajectory; --tolerance uses them; --joint without --coverage is one line
+    joint = calibration.joint_quantiles(0.75)
+    assert bool((joint >= calibration.quantiles(0.75)).all())
+    assert torch.allclose(forecaster.bounds(frames[:, :3], forecast, 0.75, joint=True).relative_l2[0], joint)
+    assert bool((errors <= joint + 1e-6).all())
+    code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "j.npz", "--coverage", 0.75,
+                         "--frames", 6, "--joint")
+    assert code == 0
+    with np.load(tmp_path / "j.npz") as z:
+        bound = z["bound_relative_l2"]
+        assert np.allclose(bound[:, :5], joint.numpy()) and np.isinf(bound[:, 5]).all()
+    code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "t.npz", "--coverage", 0.75,
+                         "--frames", 5, "--tolerance", 1e9)
+    assert code == 0
+    with np.load(tmp_path / "t.npz") as z:
+        assert np.allclose(z["bound_relative_l2"], joint.numpy())
+        np.testing.assert_array_equal(z["to_solver"], z["flagged"])  # a tolerance above every bound: flagged only
+    one_line_error(*run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "n.npz", "--joint")[::2],
+                   "--joint: bounds at a coverage")
     (run / "calibration.pt").unlink()
     with pytest.raises(CheckpointError, match="no calibration loaded"):
         opformer.load_surrogate(run, device="cpu").bounds(frames[:, :3], forecast, 0.75)

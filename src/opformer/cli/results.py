@@ -121,10 +121,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
               f"{args.output}{REPORT_SUFFIX}")
         return 0
     annotate = None
+    if args.joint and args.coverage is None:
+        raise ConfigError("--joint: bounds at a coverage; give --coverage C too")
     if args.coverage is not None:
         from opformer.trust.calibration import bounds_annotation
 
-        annotate = bounds_annotation(args.run, args.coverage)
+        annotate = bounds_annotation(args.run, args.coverage, joint=args.joint)
     path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
                         device=args.device, annotate=annotate, member=args.member)
     print(f"wrote predictions to {path}" + (f" with error bounds at coverage {args.coverage:g}" if annotate else ""))
@@ -186,6 +188,9 @@ def add_parsers(add: AddCommand) -> None:
                    help="also write calibrated error bounds at this level, e.g. 0.9 (after `opformer calibrate RUN`): "
                         "bound_relative_l2 per sample (and frame), band_half_width beside the predictions, flagged "
                         "(1: input unlike the calibration data, bounds not guaranteed); .npz or HDF5 output")
+    p.add_argument("--joint", action="store_true",
+                   help="trajectory runs: bounds on each forecast's relative L2 error that hold for all its calibrated "
+                        "frames at once (wider than the per-frame ones; --tolerance always uses them)")
     p.add_argument("--tolerance", type=float,
                    help="relative L2 error the answers must keep (at --coverage, default 0.9): samples whose bound "
                         "exceeds it or is not guaranteed are solved again by the built-in solver (data made by "

@@ -130,15 +130,16 @@ class Forecaster:
         return torch.cat(out)
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
-               member: str | None = None) -> Any:
+               member: str | None = None, joint: bool = False) -> Any:
         """Calibrated error bounds of ``predictions`` (from :meth:`predict` or :meth:`rollout`) of ``inputs`` (the
         inputs, or the given frames) at ``coverage``: an :class:`opformer.trust.calibration.Bounds` (the bound on
-        each sample's relative L2 error, per frame of a rollout; the pointwise band; the flag of inputs unlike the
-        calibration data). ``member``: the mixture member the inputs belong to."""
+        each sample's relative L2 error, per frame of a rollout, or with ``joint`` for all its calibrated frames at
+        once; the pointwise band; the flag of inputs unlike the calibration data). ``member``: the mixture member
+        the inputs belong to."""
         if self.calibration is None:
             raise CheckpointError(f"{self.source}: no calibration loaded; calibrate the run (`opformer calibrate RUN`) "
                                   "and load it with opformer.load_surrogate(RUN)")
-        return self.calibration.bounds(inputs, predictions, coverage, member)
+        return self.calibration.bounds(inputs, predictions, coverage, member, joint=joint)
 
     def _channel_text(self) -> str:
         count = len(self.input_channels)

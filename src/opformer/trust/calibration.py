@@ -5,7 +5,9 @@ run directory, and the bounds they give every new prediction.
 
     RUN/calibration.pt   per data set (the run's file, or each member of a mixture): the sorted scores of every
                          calibration sample and rolled-out frame (relative L2; pointwise at each scale and level of
-                         opformer.trust.scores), the calibration inputs' statistics (opformer.trust.shift), the grid
+                         opformer.trust.scores), the sorted joint scores (each sample's largest over the frames, a
+                         frame's score over its scale) and the frame scales (the validation split's medians),
+                         the calibration inputs' statistics (opformer.trust.shift), the grid
                          and channels; and what it was calibrated on: the data files (path, size, modification
                          time), the split, the samples, the frames, the checkpoint and its checksum
 
@@ -71,6 +73,11 @@ class Group:
     channels: int
     score: str = DEFAULT_SCORE  # the per-sample score bounds use (selected on validation, :func:`select`)
     scale: str = DEFAULT_SCALE  # the pointwise scale bounds use
+    #: per-sample score -> (n,) sorted: each calibration sample's largest score over the frames, each frame's
+    #: divided by ``frame_scale`` (the joint score of bounds that hold for every frame at once); None in a
+    #: calibration written before joint bounds
+    joint: dict[str, torch.Tensor] | None = None
+    frame_scale: dict[str, torch.Tensor] | None = None  # per-sample score -> (frames,)
 
     @property
     def samples(self) -> int:
@@ -82,8 +89,9 @@ class Bounds(NamedTuple):
     """What :meth:`Calibration.bounds` returns for predictions at a coverage ``c``.
 
     ``relative_l2``: the bound on each sample's relative L2 error, ``(sample,)`` (rollouts ``(sample, frame)``): it
-    holds with probability at least ``c`` for inputs like the calibration data (``+inf`` where too few samples
-    were calibrated or a frame lies beyond the calibrated horizon). ``lower``/``upper``: the pointwise band, the
+    holds with probability at least ``c`` for inputs like the calibration data (a rollout's: for each frame, or,
+    ``joint``, for every calibrated frame at once; ``+inf`` where too few samples were calibrated or a frame lies
+    beyond the calibrated horizon). ``lower``/``upper``: the pointwise band, the
     predictions' shape; with probability at least ``c`` at least a fraction ``c`` of a sample's points lie in it.
     ``flagged`` ``(sample,)``: True where the input is unlike the calibration inputs (or on another grid): there the
     bounds are written but not guaranteed."""
@@ -127,21 +135,36 @@ class Calibration:
         return conformal_quantile(group.normalised if score == "roughness" else group.relative_l2, coverage,
                                   sorted_=True)
 
+    def joint_quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2"
+                        ) -> torch.Tensor:
+        """``(frames,)``: as :meth:`quantiles`, but bounds that hold for every calibrated frame at once at
+        ``coverage``: the conformal quantile of the joint score (each sample's largest over the frames of its score
+        over the frame's scale) times each frame's scale."""
+        group = self.group(member)
+        if group.joint is None or group.frame_scale is None:
+            raise CheckpointError(f"{self.run}: its calibration predates joint bounds; run `opformer calibrate "
+                                  f"{self.run}` again")
+        return conformal_quantile(group.joint[score][:, None], coverage, sorted_=True) * group.frame_scale[score]
+
     def sample_bounds(self, coverage: float, difficulty: torch.Tensor, member: str | None = None,
-                      score: str | None = None) -> torch.Tensor:
-        """``(sample, frames)``: the relative-L2 bound of inputs of roughness ``difficulty`` ``(sample,)``."""
+                      score: str | None = None, joint: bool = False) -> torch.Tensor:
+        """``(sample, frames)``: the relative-L2 bound of inputs of roughness ``difficulty`` ``(sample,)``, for each
+        frame or (``joint``) for all frames at once."""
         score = score or self.group(member).score
         if score not in SAMPLE_SCORES:
             raise ConfigError(f"score {score!r}: expected one of {', '.join(SAMPLE_SCORES)}")
-        quantile = self.quantiles(coverage, member, score)
+        quantile = (self.joint_quantiles if joint else self.quantiles)(coverage, member, score)
         factor = difficulty.double()[:, None] if score == "roughness" else torch.ones(len(difficulty), 1,
                                                                                        dtype=torch.float64)
         return factor * quantile
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
-               member: str | None = None, scale: str | None = None, score: str | None = None) -> Bounds:
+               member: str | None = None, scale: str | None = None, score: str | None = None,
+               joint: bool = False) -> Bounds:
         """Bounds on ``predictions`` of ``inputs`` at ``coverage`` (see :class:`Bounds`), by the calibration's
-        per-sample ``score`` and pointwise ``scale`` (default: those selected on the run's validation split).
+        per-sample ``score`` and pointwise ``scale`` (default: those selected on the run's validation split);
+        ``joint``: the relative-L2 bounds of a rollout hold for every calibrated frame at once (the band stays per
+        frame).
 
         Operator runs: ``inputs`` ``(sample, *spatial, c_in)``, ``predictions`` ``(sample, *spatial, c)``.
         Trajectory runs: ``inputs`` the given frames ``(sample, t, *spatial, c)``, ``predictions`` the forecast
@@ -163,7 +186,7 @@ class Calibration:
         frames = preds.shape[1]
         known = min(frames, self.frames)
         bound = torch.full((len(preds), frames), math.inf, dtype=torch.float64)
-        bound[:, :known] = self.sample_bounds(coverage, roughness(inputs, ndim), member, score)[:, :known]
+        bound[:, :known] = self.sample_bounds(coverage, roughness(inputs, ndim), member, score, joint)[:, :known]
         width = torch.full((frames,), math.inf, dtype=torch.float64)
         level = point_level(coverage)
         width[:known] = conformal_quantile(group.pointwise[scale][:, :known, level], coverage, sorted_=True)
@@ -231,16 +254,32 @@ class Scores:
         """Every score of every sample, in sample order."""
         return {key: torch.cat(value) for key, value in self.parts.items()}
 
-    def group(self, selection: dict[str, Any] | None = None) -> Group:
-        """The gathered scores sorted per frame (the inputs' statistics in sample order), using the score and scale
-        of ``selection`` (:func:`select`; default :data:`DEFAULT_SCORE`, :data:`DEFAULT_SCALE`)."""
+    def sample_scores(self) -> dict[str, torch.Tensor]:
+        """Each per-sample score of :data:`SAMPLE_SCORES`, ``(n, frames)`` in sample order."""
         cat = self.joined()
+        return {"relative_l2": cat["relative_l2"], "roughness": cat["relative_l2"] / cat["difficulty"][:, None]}
+
+    def frame_scales(self) -> dict[str, torch.Tensor]:
+        """Each per-sample score's median over the samples at each frame, ``(frames,)``: the scale by which the
+        joint score divides that frame (:meth:`group`)."""
+        return {name: values.median(dim=0).values.clamp_min(torch.finfo(values.dtype).tiny)
+                for name, values in self.sample_scores().items()}
+
+    def group(self, selection: dict[str, Any] | None = None, frame_scale: dict[str, torch.Tensor] | None = None
+              ) -> Group:
+        """The gathered scores sorted per frame (the inputs' statistics in sample order), using the score and scale
+        of ``selection`` (:func:`select`; default :data:`DEFAULT_SCORE`, :data:`DEFAULT_SCALE`), and the joint
+        scores over ``frame_scale`` (:meth:`frame_scales` of held-out samples; default these samples' own)."""
+        cat, per_sample = self.joined(), self.sample_scores()
         ordered = {key: cat[key].sort(dim=0).values for key in ("relative_l2", *SCALES)}
-        normalised = (cat["relative_l2"] / cat["difficulty"][:, None]).sort(dim=0).values
+        frame_scale = frame_scale or self.frame_scales()
+        joint = {name: (values / frame_scale[name]).max(dim=1).values.sort().values
+                 for name, values in per_sample.items()}
         chosen = selection or {}
-        return Group(ordered["relative_l2"], normalised, {scale: ordered[scale] for scale in SCALES},
-                     cat["statistics"], cat["difficulty"], self.grid, self.channels,
-                     chosen.get("score", DEFAULT_SCORE), chosen.get("scale", DEFAULT_SCALE))
+        return Group(ordered["relative_l2"], per_sample["roughness"].sort(dim=0).values,
+                     {scale: ordered[scale] for scale in SCALES}, cat["statistics"], cat["difficulty"], self.grid,
+                     self.channels, chosen.get("score", DEFAULT_SCORE), chosen.get("scale", DEFAULT_SCALE), joint,
+                     frame_scale)
 
 
 def select(scores: Scores) -> dict[str, Any]:
@@ -354,13 +393,17 @@ def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = N
         raise ConfigError(f"--split {split}: holds no samples of {', '.join(empty)}; nothing to calibrate on")
     calibrated = {name: part.joined()["relative_l2"].shape[1] for name, part in scores.items()}
     selection: dict[str, dict[str, Any]] = {}
+    frame_scales: dict[str, dict[str, torch.Tensor]] = {}
     if not imported and cfg["data"]["n_val"]:  # the run's own validation split, at the calibrated grid and frames
         held_out, _ = score_split(run_dir, surrogate, payload, None, "val", frames, resolution, batch, device)
-        selection = {name: select(part) for name, part in held_out.items()
-                     if part.parts and part.joined()["relative_l2"].shape[1] == calibrated[name]}
-    groups = {name: part.group(selection.get(name)) for name, part in scores.items()}
+        matching = {name: part for name, part in held_out.items()
+                    if part.parts and part.joined()["relative_l2"].shape[1] == calibrated[name]}
+        selection = {name: select(part) for name, part in matching.items()}
+        frame_scales = {name: part.frame_scales() for name, part in matching.items()}
+    groups = {name: part.group(selection.get(name), frame_scales.get(name)) for name, part in scores.items()}
     source_record = {"checkpoint": str(checkpoint), "data": [_file_record(f) for f in files], "split": split,
                      "resolution": resolution, "selection": selection,
+                     "joint_frame_scales": "validation" if frame_scales else "calibration",
                      "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     calibration = Calibration(str(run_dir), "operator" if surrogate.spec["data"].get("t_in") is None else "trajectory",
                               _checkpoint_checksum(payload, checkpoint), source_record, groups)
@@ -378,7 +421,10 @@ def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
         "format": FORMAT, "version": VERSION, "meta": json.dumps(meta),
         "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalised, "statistics": g.statistics,
                           "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
-                          **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES}}
+                          **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
+                          **({f"joint_{score}": g.joint[score] for score in SAMPLE_SCORES} if g.joint else {}),
+                          **({f"frame_scale_{score}": g.frame_scale[score] for score in SAMPLE_SCORES}
+                             if g.frame_scale else {})}
                    for name, g in calibration.groups.items()},
     }
     payload["checksum"] = checksum(payload)
@@ -411,7 +457,8 @@ def load_calibration(run_dir: str | os.PathLike, checkpoint_payload: dict[str, A
     meta = json.loads(payload["meta"])
     groups = {name: Group(g["relative_l2"], g["normalised"], {scale: g[f"pointwise_{scale}"] for scale in SCALES},
                           g["statistics"], g["difficulty"], tuple(int(n) for n in g["grid"]), int(g["channels"]),
-                          **meta["chosen"][name])
+                          **meta["chosen"][name], joint=_optional(g, "joint_"),
+                          frame_scale=_optional(g, "frame_scale_"))
               for name, g in payload["groups"].items()}
     checkpoint = run_checkpoint(run_dir)
     current = _checkpoint_checksum(checkpoint_payload or load_checkpoint(checkpoint), checkpoint)
@@ -421,17 +468,28 @@ def load_calibration(run_dir: str | os.PathLike, checkpoint_payload: dict[str, A
     return Calibration(str(run_dir), meta["kind"], meta["checkpoint_checksum"], meta["source"], groups)
 
 
+def _optional(group: dict[str, Any], prefix: str) -> dict[str, torch.Tensor] | None:
+    """A stored group's ``prefix + score`` entries by score, None where it has none (written before them)."""
+    found = {score: group[prefix + score] for score in SAMPLE_SCORES if prefix + score in group}
+    return found or None
+
+
 def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES
                      ) -> list[dict[str, Any]]:
     """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with the ``roughness``
-    score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``)."""
+    score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``); a rollout's
+    rows also the joint bound (holding for every frame at once)."""
     rows = []
+    joint = calibration.kind == "trajectory"
     for name, group in calibration.groups.items():
         quantiles = {c: calibration.sample_bounds(c, group.difficulty, name).median(dim=0).values for c in coverages}
+        joints = {c: calibration.sample_bounds(c, group.difficulty, name, joint=True).median(dim=0).values
+                  for c in coverages} if joint else {}
         for frame in range(calibration.frames):
             rows.append({"member": name, "frame": frame + 1, "samples": group.samples,
                          "bounds": {str(c): float(quantiles[c][frame]) for c in coverages},
-                         "expected_coverage": {str(c): expected_coverage(group.samples, c) for c in coverages}})
+                         "expected_coverage": {str(c): expected_coverage(group.samples, c) for c in coverages},
+                         **({"joint_bounds": {str(c): float(joints[c][frame]) for c in coverages}} if joint else {})})
     return rows
 
 
@@ -443,14 +501,18 @@ def format_calibration(calibration: Calibration, coverages: tuple[float, ...] = 
     head = (f"{'member':<20}  " if member else "") + (f"{'frame':>5}  " if frame else "") + f"{'samples':>7}"
     lines = [f"{name or 'scores'}: per-sample {group.score}, pointwise scale {group.scale}"
              for name, group in calibration.groups.items()]
-    lines.append(head + "".join(f"  {f'bound@{c:g}':>11}" for c in coverages))
+    lines.append(head + "".join(f"  {f'bound@{c:g}':>11}" for c in coverages)
+                 + "".join(f"  {f'joint@{c:g}':>11}" for c in coverages if frame))
     for row in rows:
         line = (f"{row['member']:<20}  " if member else "") + (f"{row['frame']:>5}  " if frame else "")
-        lines.append(line + f"{row['samples']:>7}" + "".join(f"  {row['bounds'][str(c)]:>11.3e}" for c in coverages))
+        lines.append(line + f"{row['samples']:>7}" + "".join(f"  {row['bounds'][str(c)]:>11.3e}" for c in coverages)
+                     + "".join(f"  {row['joint_bounds'][str(c)]:>11.3e}" for c in coverages if frame))
     too_few = [c for c in coverages if any(conformal_rank(g.samples, c) is None for g in calibration.groups.values())]
     if too_few:
         lines.append(f"note: too few calibration samples for coverage {', '.join(f'{c:g}' for c in too_few)} "
                      "(the bound is inf): need at least ceil(c / (1 - c)) samples")
+    if frame:
+        lines.append("joint: bounds that hold for every frame at once (`opformer predict --joint`, and --tolerance)")
     return "\n".join(lines)
 
 
@@ -478,20 +540,24 @@ def input_member(forecaster: Forecaster, calibration: Calibration, path: str | o
     return member_name(MixtureMember(**found))
 
 
-def bounds_annotation(run_dir: str | os.PathLike, coverage: float) -> Callable[[Forecaster, Inputs], Annotate]:
+def bounds_annotation(run_dir: str | os.PathLike, coverage: float, joint: bool = False
+                      ) -> Callable[[Forecaster, Inputs], Annotate]:
     """What ``opformer predict --coverage`` adds to each chunk of predictions (``opformer.eval.forecast``'s
-    ``annotate``): ``bound_relative_l2`` (per sample; rollouts per sample and frame), ``band_half_width`` (the
-    predictions' shape: the band is the prediction plus or minus it) and ``flagged`` (1 where the input is unlike
-    the calibration data: the bounds there are not guaranteed). The calibration is loaded and checked before
-    anything is predicted."""
+    ``annotate``): ``bound_relative_l2`` (per sample; rollouts per sample and frame, ``joint``: holding for every
+    calibrated frame at once), ``band_half_width`` (the predictions' shape: the band is the prediction plus or minus
+    it) and ``flagged`` (1 where the input is unlike the calibration data: the bounds there are not guaranteed). The
+    calibration is loaded and checked before anything is predicted."""
     check_coverage(coverage, "--coverage")
 
     def annotate(forecaster: Forecaster, inputs: Inputs) -> Annotate:
         calibration = load_calibration(run_dir, forecaster.payload)
         member = input_member(forecaster, calibration, inputs.path, inputs.member)
+        frames_joint = joint and calibration.kind == "trajectory"  # an operator run's one bound is joint already
+        if frames_joint:
+            calibration.joint_quantiles(coverage, member)  # a calibration without joint scores: refused now
 
         def arrays(given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
-            bounds = calibration.bounds(given, preds, coverage, member)
+            bounds = calibration.bounds(given, preds, coverage, member, joint=frames_joint)
             return {"bound_relative_l2": bounds.relative_l2.float().numpy(),
                     "band_half_width": (bounds.upper - preds).float().numpy(),
                     "flagged": bounds.flagged.to(torch.uint8).numpy()}

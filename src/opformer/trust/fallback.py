@@ -109,7 +109,7 @@ def fallback_annotation(run_dir: str | os.PathLike, coverage: float, tolerance: 
     predictions. ``report`` is filled as the chunks pass; ``probe`` (if given) keeps the first sample to time one
     solve when none was needed (:func:`predict_with_fallback`)."""
     check_tolerance(tolerance)
-    bounds = bounds_annotation(run_dir, coverage)
+    bounds = bounds_annotation(run_dir, coverage, joint=True)  # a forecast is answered whole: every frame bound
 
     def annotate(forecaster: Forecaster, inputs: Inputs) -> Annotate:
         arrays = bounds(forecaster, inputs)
