@@ -581,8 +581,9 @@ def prepared(steps: list[list[str]], edit: Callable[[Workspace], None],
 
 def forecast_and_sharing_cases() -> list[Case]:
     """The paths of issues 45 and 47: an array of the wrong shape for predict, bounds without a calibration or with
-    a damaged one, calibrating on the training split, an exported run of a newer format or with damaged weights, a
-    file that is not The Well's for convert the-well."""
+    a damaged one, joint bounds without a coverage, a mixture member named for a run of one data set, calibrating on
+    the training split, an exported run of a newer format or with damaged weights, a file that is not The Well's for
+    convert the-well."""
     def damaged_calibration(ws: Workspace) -> None:
         shutil.copytree(ws.path(RUN), ws.path("runs/calibrated"))
         if ws.cli(["calibrate", "runs/calibrated"]).rc != 0:
@@ -600,6 +601,12 @@ def forecast_and_sharing_cases() -> list[Case]:
         Case("corrupt", "predict --coverage of a run never calibrated", refused(
             ["predict", RUN, "--input", DATA, "--output", "out/uncalibrated.h5", "--coverage", "0.9"],
             must=(RUN,), protect=(RUN, DATA), absent=("out/uncalibrated.h5",), stdout_empty=True)),
+        Case("corrupt", "predict --joint without --coverage", refused(
+            ["predict", RUN, "--input", DATA, "--output", "out/joint.h5", "--joint"],
+            must=("--joint",), protect=(RUN, DATA), absent=("out/joint.h5",), stdout_empty=True)),
+        Case("corrupt", "predict --member of a run of one data set", refused(
+            ["predict", RUN, "--input", DATA, "--output", "out/member.h5", "--member", "a"],
+            must=("--member a", RUN), protect=(RUN, DATA), absent=("out/member.h5",), stdout_empty=True)),
         Case("corrupt", "calibrate on the training split", refused(
             ["calibrate", RUN, "--split", "train"], must=("train",), protect=(RUN,), stdout_empty=True)),
         Case("corrupt", "calibration.pt damaged: predict --coverage", prepared([], damaged_calibration, refused(
