@@ -105,14 +105,19 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def recorded_sessions(run_dir: Path) -> list[Any]:
+    """The sessions recorded in a run's ``run.json``; none where it is absent or damaged (by hand: a damaged record
+    is started afresh rather than refusing to train or export)."""
+    record = read_json(run_dir / SESSIONS)
+    sessions = record.get("sessions") if isinstance(record, dict) else None
+    return sessions if isinstance(sessions, list) else []
+
+
 def start_session(run_dir: Path, device: str, first_epoch: int, processes: int = 1) -> list[dict[str, Any]]:
     """Record a new training session in ``run.json`` (command, versions, commit, device, threads, data-parallel
     processes, start)."""
     path = run_dir / SESSIONS
-    record = read_json(path)
-    sessions = record.get("sessions") if isinstance(record, dict) else None
-    if not isinstance(sessions, list):
-        sessions = []  # a hand-damaged record is started afresh rather than refusing to train
+    sessions = recorded_sessions(run_dir)
     sessions.append({**_provenance(), "device": device, "threads": torch.get_num_threads(), "processes": processes,
                      "started": _now(), "ended": None, "first_epoch": first_epoch + 1, "last_epoch": None})
     write_atomic(path, json.dumps({"sessions": sessions}, indent=2) + "\n")

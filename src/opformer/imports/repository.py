@@ -40,8 +40,8 @@ from opformer.imports import hub
 from opformer.imports.weights import sha256_file
 from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (SESSIONS, SUMMARY, check_fresh, load_checkpoint_surrogate, record_import, run_checkpoint,
-                           save_checkpoint, write_metrics, write_run_config, write_summary)
+from opformer.runs import (SUMMARY, check_fresh, load_checkpoint_surrogate, record_import, recorded_sessions,
+                           run_checkpoint, save_checkpoint, write_metrics, write_run_config, write_summary)
 
 FORMAT = "opformer-model"
 #: the version this opformer writes; it reads every version up to it
@@ -130,15 +130,14 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
         if not isinstance(evaluated, dict) or not isinstance(evaluated.get("results"), list):
             raise ConfigError(f"--metrics {metrics}: expected the JSON file of opformer evaluate --json")
         results = {k: evaluated.get(k) for k in ("data", "split")} | {"results": evaluated["results"]}
-    record, summary = read_json(run_dir / SESSIONS), read_json(run_dir / SUMMARY)
-    sessions = record.get("sessions") if isinstance(record, dict) else None
+    summary = read_json(run_dir / SUMMARY)
     config = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "opformer_version": __version__,
         "spec": surrogate.spec, "run_config": payload["run_config"],
         "data": data_description(payload["run_config"]),
         "training": {"epoch": payload["epoch"], "best_val_relative_l2": payload["best_val"],
                      "history": payload["history"], "summary": summary if isinstance(summary, dict) else None,
-                     "sessions": sessions if isinstance(sessions, list) else []},
+                     "sessions": recorded_sessions(run_dir)},
         "metrics": results,
     }
     state = _unshared(surrogate.state_dict())
