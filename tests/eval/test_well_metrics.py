@@ -106,7 +106,9 @@ def test_evaluate_metrics_well_on_a_converted_file(tmp_path, layouts, capsys):
         assert well["vrmse"]["3:6"][name] == pytest.approx(vrmse[:, 3:6, c].mean().item(), rel=1e-9)
     assert well["vrmse"]["all"]["mean"] == pytest.approx(vrmse[..., :-1].mean().item(), rel=1e-9)
     assert np.isfinite(well["nrmse"]["0:2"]["density"])
-    assert main(["evaluate", str(run), "--metrics", "well", "--windows", "0:9"]) == 2
+    with pytest.MonkeyPatch.context() as patch:  # refused before the rollout
+        patch.setattr("opformer.eval.evaluate.rollout_errors", lambda *a, **k: pytest.fail("rolled out first"))
+        assert main(["evaluate", str(run), "--metrics", "well", "--windows", "0:9"]) == 2
     assert "--windows 0:9: the rollout has 6 predicted frames" in capsys.readouterr().err
     assert main(["evaluate", str(run), "--windows", "0:2"]) == 2
     assert "--windows: only with --metrics well" in capsys.readouterr().err

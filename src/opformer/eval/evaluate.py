@@ -96,7 +96,7 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
         rows = []
         for resolution in resolutions:
             row, data, preds = rollout_row(surrogate, payload, checkpoint, data_path, resolution, split, dev,
-                                           batch_size, frames=frames)
+                                           batch_size, frames=frames, windows=well_windows)
             if well_windows is not None:
                 row["well"] = well_metrics(preds, data, surrogate.spec["data"]["t_in"], well_windows)
             rows.append(row)
@@ -125,7 +125,8 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
 
 def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data_path: str | os.PathLike,
                 resolution: int | None, split: str, device: torch.device, batch_size: int | None = None,
-                step: Step | None = None, frames: int | None = None
+                step: Step | None = None, frames: int | None = None,
+                windows: Sequence[tuple[int, int]] | None = None
                 ) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor]:
     """Roll out every trajectory of ``split`` from its first ``t_in`` frames at one resolution.
 
@@ -133,7 +134,8 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
     predicted frame, and DPOT's space-time L2RE ``l2re``), the split and the predictions
     ``(sample, frame, *spatial, channels)``. ``step`` replaces the surrogate's predictions (a baseline on the
     same frames and metric); ``frames`` (default: the run's ``eval_frames``, else every frame after ``t_in``)
-    is the length of the rollout.
+    is the length of the rollout. ``windows`` (The Well's, :func:`well_metrics`) beyond it are a one-line
+    ConfigError before anything is rolled out.
     """
     cfg = payload["run_config"]
     rollout = cfg.get("rollout", {})
@@ -145,6 +147,10 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
     frames = frames or rollout.get("eval_frames") or data.n_times - t_in
     trained = trained_resolution(surrogate, cfg)
     data.check_window(t_in, frames, "rollout")
+    beyond = [f"{a}:{b}" for a, b in windows or () if b > frames]
+    if beyond:
+        raise ConfigError(f"--windows {beyond[0]}: the rollout has {frames} predicted frames; roll out at least "
+                          f"{max(b for _, b in windows)} (--frames)")
     preds, errors, l2re = rollout_errors(step or surrogate.eval(), data.fields, t_in, frames,
                                          batch_size or scaled_batch_size(cfg["train"]["eval_batch_size"], trained,
                                                                          data.resolution), device)
@@ -170,12 +176,8 @@ def well_metrics(preds: torch.Tensor, data: TrajectorySplit, t_in: int,
     after the first ``t_in`` of ``data``), per channel over each window of predicted frames (``(a, b)``: frames
     a..b-1, 0 the first predicted) and over all, with their mean over the channels that vary in time (a converted
     Well file's ``pde["constant_fields"]`` are reported but not averaged, as The Well's ``full`` averages its
-    ``field_names``). A window beyond the rollout is a one-line ConfigError."""
+    ``field_names``). Windows beyond the rollout are refused by :func:`rollout_row`, before it rolls out."""
     frames = preds.shape[1]
-    beyond = [f"{a}:{b}" for a, b in windows if b > frames]
-    if beyond:
-        raise ConfigError(f"--windows {beyond[0]}: the rollout has {frames} predicted frames; roll out at least "
-                          f"{max(b for _, b in windows)} (--frames)")
     channels = data.info.input_channels
     constant = set(data.info.pde.get("constant_fields", []))
     varying = [i for i, name in enumerate(channels) if name not in constant]
