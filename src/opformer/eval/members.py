@@ -163,13 +163,15 @@ class ResizedStep:
 
 def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "all",
                     frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
-                    samples: int | None = None) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
+                    samples: int | None = None, loaded: tuple[Surrogate, dict[str, Any]] | None = None
+                    ) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
     """An imported DPOT (``opformer import dpot``; on ``device``) and one trajectory file as a mixture member:
     its channels zero-padded to the model's (as in the authors' pre-training; errors over the real ones), the
     step that applies the model (resizing the frames to the grid the model's ``pos_embed`` was built for where the
     file's grid differs: each window there, the prediction back to the stored grid, where it is measured), and
-    notes on what was padded or resized. ``samples``: the first ones of the split only."""
-    surrogate, payload = load_checkpoint_surrogate(run_checkpoint(run_dir))
+    notes on what was padded or resized. ``samples``: the first ones of the split only. ``loaded``: the run's
+    checkpoint (surrogate and payload) where the caller has loaded it already."""
+    surrogate, payload = loaded or load_checkpoint_surrogate(run_checkpoint(run_dir))
     if not is_imported(payload) or "t_in" not in surrogate.spec["data"]:
         raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
     surrogate.to(resolve_device(device))

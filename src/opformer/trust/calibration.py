@@ -42,7 +42,7 @@ from opformer.eval.metrics import Step, predict, rollout_errors
 from opformer.imports.weights import sha256_file
 from opformer.io import atomic_replace
 from opformer.models.surrogate import Surrogate
-from opformer.runs import checksum, load_checkpoint, load_checkpoint_surrogate, run_checkpoint
+from opformer.runs import checksum, load_checkpoint, run_checkpoint
 from opformer.runtime import resolve_device
 from opformer.trust.conformal import check_coverage, conformal_quantile, conformal_rank, expected_coverage
 from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, SAMPLE_SCORES, SCALES, local_scale, point_level,
@@ -336,7 +336,8 @@ def score_split(run_dir: Path, surrogate: Surrogate, payload: dict[str, Any], da
         if data is None or resolution is not None:
             raise ConfigError(f"{run_dir}: holds imported weights; give the data to calibrate them on with --data FILE "
                               "(on its stored grid: no --resolution)")
-        _, _, member, step, _ = imported_member(run_dir, data, split, frames, device=device)
+        _, _, member, step, _ = imported_member(run_dir, data, split, frames, device=device,
+                                                loaded=(surrogate, payload))
         return {"": _rollout_scores(step, member.fields, int(member.mask.sum()), t_in, member.frames, member.mask,
                                     batch, dev)}, [data]
     path = data or cfg["data"]["path"]
@@ -377,16 +378,15 @@ def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = N
     validation split (:func:`select`) where it has one.
     """
     run_dir = Path(run_dir)
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_checkpoint_surrogate(checkpoint)
+    forecaster = load_forecaster(run_dir, device, batch_size)
+    surrogate, payload, checkpoint, batch = (forecaster.surrogate, forecaster.payload, Path(forecaster.source),
+                                             forecaster.batch_size)
     cfg = payload["run_config"]
     imported = is_imported(payload)
     split = split or ("all" if imported else "test")
     _check_split(split, data, cfg, imported)
     if frames is not None and frames < 1:
         raise ConfigError(f"--frames {frames}: expected at least 1 frame")
-    surrogate.to(resolve_device(device)).eval()
-    batch = batch_size or cfg["train"]["eval_batch_size"]
     scores, files = score_split(run_dir, surrogate, payload, data, split, frames, resolution, batch, device)
     empty = [name or str(files[0]) for name, part in scores.items() if not part.parts]
     if empty:
