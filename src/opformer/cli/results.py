@@ -87,19 +87,24 @@ def _windows(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``opformer plot RUN``: loss curves and predictions as PNG files."""
-    from opformer.eval.report import plot_run
+    from opformer.eval.report import Bounder, BoundsOf, plot_run
 
     out = args.out or args.run  # the plots go into the run directory without --out
     writable_folder("--out", out, Path(out), create=True)
-    bounds = None
+    bounds_of: BoundsOf | None = None
     if args.coverage is not None:
         from opformer.trust.calibration import load_calibration
         from opformer.trust.conformal import check_coverage
 
-        coverage, calibration = check_coverage(args.coverage, "--coverage"), load_calibration(args.run)
-        bounds = lambda inputs, predictions: calibration.bounds(inputs, predictions, coverage)  # noqa: E731
+        coverage = check_coverage(args.coverage, "--coverage")
+
+        def calibrated(payload: dict) -> Bounder:
+            calibration = load_calibration(args.run, payload)  # checked against the checkpoint plot_run loaded
+            return lambda inputs, predictions: calibration.bounds(inputs, predictions, coverage)
+        bounds_of = calibrated
     for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device,
-                         bounds=bounds, bound_label=f"bound at coverage {args.coverage:g}" if bounds else "bound"):
+                         bounds_of=bounds_of,
+                         bound_label=f"bound at coverage {args.coverage:g}" if bounds_of else "bound"):
         print(f"wrote {path}")
     return 0
 

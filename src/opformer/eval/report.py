@@ -25,17 +25,20 @@ from opformer.runtime import resolve_device
 #: ``bounds(inputs, predictions)``: calibrated bounds with ``lower``, ``upper`` (the predictions' shape) and
 #: ``relative_l2`` (per sample; rollouts per sample and frame), as :mod:`opformer.trust` gives them.
 Bounder = Callable[[torch.Tensor, torch.Tensor], Any]
+#: ``bounds_of(payload)``: the :data:`Bounder` of a run, given its loaded best checkpoint (its calibration is
+#: checked against it).
+BoundsOf = Callable[[dict[str, Any]], Bounder]
 
 
 def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
              out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto",
-             bounds: Bounder | None = None, bound_label: str = "bound") -> list[Path]:
+             bounds_of: BoundsOf | None = None, bound_label: str = "bound") -> list[Path]:
     """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
 
     1D: input, truth and prediction curves beside the error prediction - truth; 2D: input, truth, prediction
     (one colour scale) and error maps (with the run's input noise, if it was trained with some, as in
     evaluation). Trajectory runs: rollout figures (:func:`plot_rollouts`); a mixture run: a rollout figure per
-    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None). ``bounds`` (``opformer plot --coverage``):
+    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None). ``bounds_of`` (``opformer plot --coverage``):
     the band around 1D predictions, the bound of each rollout frame's error; other plots refuse it in one line.
     """
     dev = resolve_device(device)
@@ -45,7 +48,7 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
     if run_config.imported and data_path is None:
         raise ConfigError(f"{run_dir}: holds {run_config.imported.format} weights imported from "
                           f"{run_config.imported.source}; give the data to plot with --data FILE")
-    if bounds is not None and (run_config.data.mixture or run_config.imported):
+    if bounds_of is not None and (run_config.data.mixture or run_config.imported):
         raise ConfigError("--coverage: bands are drawn for runs trained on one data file (1D predictions, rollouts)")
     if run_config.imported and run_config.imported.format == "dpot":
         out.mkdir(parents=True, exist_ok=True)
@@ -54,6 +57,7 @@ def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = N
         out.mkdir(parents=True, exist_ok=True)
         return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run_dir, out, dev)]
     checkpoint, surrogate, payload = load_run(run_dir)
+    bounds = None if bounds_of is None else bounds_of(payload)  # before anything is written
     surrogate.to(dev)
     out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
