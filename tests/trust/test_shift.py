@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from opformer.trust.shift import flag_shifted, input_statistics
+from opformer.trust.shift import flag_shifted, input_statistics, roughness, roughness_of
 
 
 def test_statistics_of_a_field_and_of_context_frames():
@@ -16,6 +16,9 @@ def test_statistics_of_a_field_and_of_context_frames():
     stats = input_statistics(frames, ndim=1)[0]
     std = math.sqrt(1.25)  # values 1, 3, 2, 4 (each twice)
     assert torch.allclose(stats, torch.tensor([2.5, std, 2 / std, 1 / std], dtype=torch.float64))
+    # the roughness read off the statistics is the roughness, exactly, for fields and frames of several channels
+    for inputs in (torch.randn(5, 16, 3), torch.randn(5, 4, 16, 3)):
+        assert torch.equal(roughness_of(input_statistics(inputs, 1), 3), roughness(inputs, 1))
 
 
 def test_the_flag_fires_on_shifted_inputs_and_rarely_on_calibration_like_ones():

@@ -47,7 +47,7 @@ from opformer.runtime import resolve_device
 from opformer.trust.conformal import check_coverage, conformal_quantile, conformal_rank, expected_coverage
 from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, SAMPLE_SCORES, SCALES, local_scale, point_level,
                                    pointwise_scores, relative_l2)
-from opformer.trust.shift import flag_shifted, input_statistics, roughness
+from opformer.trust.shift import flag_shifted, input_statistics, roughness_of
 
 CALIBRATION = "calibration.pt"
 FORMAT, VERSION = "opformer-calibration", 1
@@ -185,15 +185,17 @@ class Calibration:
                               f"{', (sample, frame, *grid, channels)' if rollout else ''})")
         frames = preds.shape[1]
         known = min(frames, self.frames)
+        statistics = input_statistics(inputs, ndim)
+        difficulty = roughness_of(statistics, inputs.shape[-1])
         bound = torch.full((len(preds), frames), math.inf, dtype=torch.float64)
-        bound[:, :known] = self.sample_bounds(coverage, roughness(inputs, ndim), member, score, joint)[:, :known]
+        bound[:, :known] = self.sample_bounds(coverage, difficulty, member, score, joint)[:, :known]
         width = torch.full((frames,), math.inf, dtype=torch.float64)
         level = point_level(coverage)
         width[:known] = conformal_quantile(group.pointwise[scale][:, :known, level], coverage, sorted_=True)
         scales = local_scale(preds.flatten(0, 1), scale).unflatten(0, preds.shape[:2])  # every frame at once
         half = (scales * width.view(1, frames, *[1] * (preds.dim() - 2))).to(preds.dtype)
         lower, upper = preds - half, preds + half
-        flagged = flag_shifted(input_statistics(inputs, ndim), group.statistics)
+        flagged = flag_shifted(statistics, group.statistics)
         if tuple(preds.shape[2:-1]) != group.grid:
             flagged = torch.ones_like(flagged)
         if not rollout:
@@ -241,8 +243,9 @@ class Scores:
         b, frames = preds.shape[:2]
         self.grid, self.channels = tuple(preds.shape[2:-1]), preds.shape[-1]
         flat_pred, flat_truth = preds.flatten(0, 1), truth.flatten(0, 1)
-        parts = {"relative_l2": relative_l2(flat_pred, flat_truth).reshape(b, frames),
-                 "statistics": input_statistics(inputs, ndim), "difficulty": roughness(inputs, ndim)}
+        statistics = input_statistics(inputs, ndim)
+        parts = {"relative_l2": relative_l2(flat_pred, flat_truth).reshape(b, frames), "statistics": statistics,
+                 "difficulty": roughness_of(statistics, inputs.shape[-1])}
         for scale in SCALES:
             local = local_scale(flat_pred, scale)
             parts[scale] = pointwise_scores(flat_pred, flat_truth, scale, local).reshape(b, frames, -1)
