@@ -82,10 +82,20 @@ def write_metrics(run_dir: Path, history: list[dict[str, float]]) -> None:
     write_atomic(run_dir / METRICS, metrics_csv(history))
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float, at any depth, as ``None`` (for strict JSON: null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """Store the run summary (atomically) as strict JSON: a NaN or infinite number is written as null."""
-    finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in summary.items()}
-    write_atomic(run_dir / SUMMARY, json.dumps(finite, indent=2, allow_nan=False) + "\n")
+    write_atomic(run_dir / SUMMARY, json.dumps(finite_json(summary), indent=2, allow_nan=False) + "\n")
 
 
 def _git_commit() -> str | None:

@@ -40,8 +40,9 @@ from opformer.imports import hub
 from opformer.imports.weights import sha256_file
 from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (SUMMARY, check_fresh, load_checkpoint_surrogate, record_import, recorded_sessions,
-                           run_checkpoint, save_checkpoint, write_metrics, write_run_config, write_summary)
+from opformer.runs import (SUMMARY, check_fresh, finite_json, load_checkpoint_surrogate, record_import,
+                           recorded_sessions, run_checkpoint, save_checkpoint, write_metrics, write_run_config,
+                           write_summary)
 
 FORMAT = "opformer-model"
 #: the version this opformer writes; it reads every version up to it
@@ -59,17 +60,6 @@ class Repository:
     source: str
     sha256: str
     commit: str = ""
-
-
-def _strict(value: Any) -> Any:
-    """``value`` with every non-finite float as ``None`` (strict JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    return value
 
 
 def _list(value: Any) -> list[Any]:
@@ -149,7 +139,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
                 "format": FORMAT, "format_version": str(FORMAT_VERSION)})
             weights.chmod(mode)
         config["weights_sha256"] = sha256_file(tmp / WEIGHTS)
-        write_atomic(tmp / CONFIG_JSON, json.dumps(_strict(config), indent=2, allow_nan=False) + "\n")
+        write_atomic(tmp / CONFIG_JSON, json.dumps(finite_json(config), indent=2, allow_nan=False) + "\n")
         write_atomic(tmp / CARD, model_card(config, sum(p.numel() for p in surrogate.model.parameters())))
     return out
 
