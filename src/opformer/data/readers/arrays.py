@@ -101,14 +101,17 @@ def _member(path: Path, archive: Any, key: str) -> np.ndarray:
         raise DataError(f"{path}: array '{key}' could not be read ({exc.__class__.__name__})") from None
 
 
-def _keys(path: Path, archive: Any, given: Sequence[str] | None, defaults: Sequence[Sequence[str]]) -> list[str]:
+def _keys(path: Path, archive: Any, given: Sequence[str] | None, defaults: Sequence[Sequence[str]],
+          hint: str = "; name them with --keys") -> list[str]:
+    """The keys ``given``, else the first choice of ``defaults`` whose first key ``archive`` holds; a one-line
+    DataError (ending with ``hint``) where it holds none."""
     if given:
         return list(given)
     for choice in defaults:
         if choice[0] in archive.files:
             return list(choice)
     raise DataError(f"{path}: none of the arrays {' / '.join(c[0] for c in defaults)} (it holds "
-                    f"{', '.join(archive.files) or 'nothing'}); name them with --keys")
+                    f"{', '.join(archive.files) or 'nothing'}){hint}")
 
 
 def sample_array(path: Path, kind: str) -> tuple[str, Any]:
@@ -117,11 +120,8 @@ def sample_array(path: Path, kind: str) -> tuple[str, Any]:
     loaded = _load(path)
     if isinstance(loaded, np.ndarray):
         return path.stem, loaded
-    known = [keys[0] for keys in OPERATOR_KEYS] if kind == OPERATOR else list(FIELD_KEYS)
-    key = next((name for name in known if name in loaded.files), None)
-    if key is None:
-        raise DataError(f"{path}: none of the arrays {' / '.join(known)} (it holds "
-                        f"{', '.join(loaded.files) or 'nothing'})")
+    defaults = OPERATOR_KEYS if kind == OPERATOR else [(name,) for name in FIELD_KEYS]
+    key = _keys(path, loaded, None, defaults, hint="")[0]
     array = _member(path, loaded, key)
     loaded.close()
     return key, array
