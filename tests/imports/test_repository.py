@@ -133,6 +133,9 @@ def test_bad_repositories_are_refused_in_one_line(tmp_path, capsys):
     foreign = repository_copy(tmp_path / "b")
     write_config(foreign, lambda c: c.update(format="something-else"))
     refused(capsys, foreign, "not an opformer model repository's config")
+    one_line_error(capsys, ["import", "opformer", str(foreign), "--out", str(tmp_path / "m"), "--modes", "4"],
+                   "--modes: only used with format dpot")  # an option the format does not use
+    assert not (tmp_path / "m").exists()
     flipped = repository_copy(tmp_path / "c")
     raw = bytearray((flipped / "model.safetensors").read_bytes())
     raw[-5] ^= 1

@@ -9,7 +9,6 @@ import argparse
 from pathlib import Path
 
 from opformer.cli.options import AddCommand, writable_folder
-from opformer.errors import ConfigError
 
 #: the formats of :mod:`opformer.imports` (named here so that the parser does not import torch's models)
 FORMATS = ("dpot", "factformer", "galerkin-transformer", "neuraloperator", "opformer")
@@ -27,13 +26,13 @@ EXAMPLES = {
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``opformer import FORMAT SRC --out RUN``: convert, check and write the run; print what was found."""
+    from opformer.imports import check_options, import_run
+
     writable_folder("--out", args.out, Path(args.out), create=True)
+    check_options(args.format, args.config, args.modes, args.grid)
     if args.format == "opformer":
         from opformer.imports.repository import import_repository
 
-        unused = [o for o, v in (("--config", args.config), ("--modes", args.modes)) if v is not None]
-        if unused or args.grid != "nodes":
-            raise ConfigError(f"{(unused or ['--grid'])[0]}: not used with format opformer")
         out, repository = import_repository(args.source, args.out, args.revision)
         spec, summary = repository.config["spec"], repository.config["training"].get("summary") or {}
         parameters = f", {summary['parameters']:,} parameters" if isinstance(summary.get("parameters"), int) else ""
@@ -41,8 +40,6 @@ def cmd_import(args: argparse.Namespace) -> int:
               f"{repository.config['format_version']}): {spec['model']['name']}{parameters}")
         print(f"wrote {out}")
         return 0
-    from opformer.imports import import_run
-
     out, imported = import_run(args.format, args.source, args.out, args.revision, config=args.config,
                                modes=args.modes, grid=args.grid)
     parameters = sum(t.numel() for t in imported.state.values())

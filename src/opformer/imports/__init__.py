@@ -69,6 +69,16 @@ def _signature(ndim: int, size: int, in_channels: int, out_channels: int, import
             **(frames or {}), "imported": imported}
 
 
+def check_options(fmt: str, config: str | None = None, modes: int | None = None, grid: str = "nodes") -> None:
+    """Refuse, in one line, an option that format ``fmt`` does not use (``opformer`` uses none of them)."""
+    unused = {"--config": (config, ("galerkin-transformer", "factformer")), "--modes": (modes, ("dpot",))}
+    for option, (value, owners) in unused.items():
+        if value is not None and fmt not in owners:
+            raise ConfigError(f"{option}: only used with format {' or '.join(owners)}")
+    if grid != "nodes" and fmt != "galerkin-transformer":
+        raise ConfigError("--grid: only used with format galerkin-transformer")
+
+
 def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None, modes: int | None = None,
                  grid: str = "nodes") -> Imported:
     """Read and convert ``path`` of format ``fmt`` (``config``: the GT package's model config file, or the
@@ -76,12 +86,7 @@ def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None
     coordinates, ``nodes`` or ``periodic``)."""
     path = Path(path)
     where = str(path)
-    unused = {"--config": (config, ("galerkin-transformer", "factformer")), "--modes": (modes, ("dpot",))}
-    for option, (value, owners) in unused.items():
-        if value is not None and fmt not in owners:
-            raise ConfigError(f"{option}: only used with format {' or '.join(owners)}")
-    if grid != "nodes" and fmt != "galerkin-transformer":
-        raise ConfigError("--grid: only used with format galerkin-transformer")
+    check_options(fmt, config, modes, grid)
     if fmt == "dpot":
         if modes is not None and modes < 1:
             raise ConfigError(f"--modes {modes}: expected a positive number of modes")
