@@ -10,6 +10,7 @@ from opformer.data import convert
 from opformer.data.readers import source
 from opformer.data.store import read_arrays, read_fields, read_info
 from opformer.data.trajectories import load_trajectories
+from opformer.errors import ConfigError
 
 
 def run(capsys, *argv):
@@ -91,6 +92,8 @@ def test_bad_files_and_options_are_one_line_errors_and_write_nothing(capsys, tmp
              "--split: only used by pdearena-ns")
     one_line(*run(capsys, "convert", "pdebench-2d", path, "--out", out, "--samples", 9)[::2], "--samples 9")
     one_line(*run(capsys, "convert", "pdebench-2d", tmp_path / "none.h5", "--out", out)[::2], "no such file")
+    with pytest.raises(ConfigError, match="format the-well: no file given"):  # not an IndexError of the label
+        convert.convert_file("the-well", [], out)
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["cut.h5", "dr.h5"]
     assert run(capsys, "convert", "pdebench-2d", path, "--out", out)[0] == 0
     one_line(*run(capsys, "convert", "pdebench-2d", path, "--out", out)[::2], "already exists; add --force")

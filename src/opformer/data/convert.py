@@ -32,10 +32,10 @@ def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLik
     and write its first ``samples`` samples (default all) to ``out``; returns the path and the number of samples
     written. ``options``: the layout's options (``None``: not given). A wrong or truncated file is a one-line
     DataError and nothing is written."""
-    paths = [src] if isinstance(src, (str, os.PathLike)) else list(src)
-    names = [Path(p).name for p in paths]
+    paths = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
+    source = open_source(layout, paths, options)  # no file, or too many for the layout: a one-line error first
+    names = [p.name for p in paths]
     label = str(paths[0]) if len(paths) == 1 else f"{len(paths)} files ({names[0]}, ...)"
-    source = open_source(layout, paths, options)
     if samples is not None and not 1 <= samples <= source.samples:
         raise ConfigError(f"--samples {samples}: expected 1 to {source.samples} (the samples in {label})")
     if samples is not None and samples != source.samples and source.every_sample:

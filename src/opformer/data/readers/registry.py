@@ -119,14 +119,13 @@ def option_help(option: str) -> str:
     return f"{', '.join(users(option))}: {OPTIONS[option].help}"
 
 
-def open_source(name: str, path: str | Path | Sequence[str | Path], options: dict[str, Any]) -> Source:
-    """The reader ``name`` applied to ``path`` (several paths: a layout that reads ``many``) with ``options``
+def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source:
+    """The reader ``name`` applied to ``paths`` (several: a layout that reads ``many``) with ``options``
     (``None``: not given; text is parsed); an unknown layout, several files for a layout of one, or an option the
     layout does not take is a one-line ConfigError."""
     if name not in READERS:
         raise ConfigError(f"format {name!r}: expected one of {', '.join(READERS)}")
     reader = READERS[name]
-    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
     if not paths:
         raise ConfigError(f"format {name}: no file given")
     if len(paths) != 1 and not reader.many:
