@@ -51,8 +51,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if args.format == "the-well":
         from opformer.data.store import read_info
 
-        splits = {name: (a, min(b, count)) for name, (a, b) in read_info(path).pde["the_well"]["splits"].items()
-                  if a < count}
+        splits = read_info(path).pde["the_well"]["splits"]  # those of the samples written
         print("The Well's splits: " + ", ".join(f"{name} samples {a}..{b - 1} ({b - a})"
                                                 for name, (a, b) in splits.items())
               + " (data.n_train, n_val, n_test of a run, in this order)")

@@ -52,7 +52,8 @@ def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLik
             _copy_frames(source, arrays[0])
         else:
             _copy_samples(source, arrays, label)
-        pde = {**source.pde, **{key: values[:count].tolist() for key, values in source.per_sample.items()}}
+        pde = {**(source.pde if source.pde_of is None else source.pde_of(count)),
+               **{key: values[:count].tolist() for key, values in source.per_sample.items()}}
         solver = {"name": "not recorded: converted from a published file",
                   "converted_from": names[0] if len(names) == 1 else names,
                   "layout": layout, **source.solver}

@@ -104,6 +104,9 @@ def test_splits_are_stored_train_valid_test_whatever_the_order_given(tmp_path, l
     (fields,) = src.read(0, 6)
     with h5py.File(paths[0]) as f:  # the test file's one trajectory is the last
         np.testing.assert_array_equal(fields[5, ..., 0], f["t0_fields/density"][0])
+    # the first 4 converted: the file records the splits of those 4
+    _, info, _ = _convert(paths, tmp_path / "four.h5", samples=4)
+    assert info.pde["the_well"]["splits"] == {"train": [0, 3], "valid": [3, 4]}
 
 
 def test_read_in_chunks_across_files_equals_one_read(tmp_path, layouts, monkeypatch):

@@ -33,7 +33,8 @@ class Source:
     ``channels`` each array's channel names. ``per_sample`` holds per-sample settings (e.g. PDEArena's
     buoyancy), stored in ``pde`` for the samples taken; ``seed`` and ``extra`` (attributes) are kept where the
     file records them (opformer's own files); ``every_sample``: the settings may describe every sample, so all
-    must be taken. ``read_frame(t, count)``, where given, returns frame ``t``
+    must be taken; ``pde_of(count)``, where given, is ``pde`` for the first ``count`` samples (settings that
+    describe ranges of samples, such as The Well's splits). ``read_frame(t, count)``, where given, returns frame ``t``
     of the first ``count`` samples ``(count, *spatial, channels)`` of a trajectory file stored time-major (MATLAB
     v7.3: samples vary fastest on disk, so a range of samples is a strided read of the whole file, a frame of
     every sample one contiguous read).
@@ -53,6 +54,7 @@ class Source:
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     every_sample: bool = False
+    pde_of: Callable[[int], dict[str, Any]] | None = None
 
     def chunk(self) -> int:
         """Samples per read: about :data:`CHUNK_BYTES` of converted float32 values, at least one sample."""

@@ -387,9 +387,14 @@ def read_the_well(paths: Sequence[Path], grid: list[str] | None = None) -> Sourc
                         "field_orders": {field.name: field.order for field in first.fields}}}
     stored = domain(lengths, kinds)
     stored["boundaries"] = [list(sides) for sides in first.boundaries]
+    def pde_of(count: int) -> dict[str, Any]:
+        """The settings of the first ``count`` trajectories: the splits cut to them."""
+        kept = {label: [a, min(b, count)] for label, (a, b) in splits.items() if a < count}
+        return {**pde, "the_well": {**pde["the_well"], "splits": kept}}
+
     return Source(TRAJECTORY, int(starts[-1]), ((frames, *first.shape, len(channels)),), (channels,), read,
                   stored, pde, {"file_layout": "The Well (t0/t1/t2_fields, dimensions, boundary_conditions)"},
-                  times=first.times, per_sample=per_sample)
+                  times=first.times, per_sample=per_sample, pde_of=pde_of)
 
 
 def _read_block(wf: WellFile, start: int, stop: int, block: np.ndarray,
