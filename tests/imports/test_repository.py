@@ -182,6 +182,12 @@ def test_a_repository_on_the_hub_is_imported_from_the_cache(offline_cache, tmp_p
         (FIXTURES / "exports" / "v1" / "model.safetensors").read_bytes()).hexdigest()
     with pytest.raises(CheckpointError, match="revision 'v2' of hf://someone/darcy-gt is not in the cache"):
         import_repository("hf://someone/darcy-gt@v2", tmp_path / "v2")
+    # a repository of a newer format is refused on its config.json alone: its weights are never fetched
+    config = json.loads((FIXTURES / "exports" / "v1" / "config.json").read_text())
+    config["format_version"] = FORMAT_VERSION + 1
+    cache_file(offline_cache, "someone/newer", "config.json", json.dumps(config).encode())
+    with pytest.raises(CheckpointError, match="is newer than this opformer reads"):
+        import_repository("hf://someone/newer", tmp_path / "newer")
 
 
 def test_fine_tuning_init_takes_an_exported_and_imported_dpot(tmp_path):

@@ -229,6 +229,12 @@ def _check_config(config: Any, where: str) -> dict[str, Any]:
     return config
 
 
+def _check_present(folder: Path, path: Path) -> None:
+    """A one-line error where a repository folder lacks one of its files."""
+    if not path.is_file():
+        raise CheckpointError(f"{folder}: no {path.name} (not a model repository written by opformer export)")
+
+
 def read_repository(source: str | os.PathLike, revision: str | None = None) -> Repository:
     """Read a model repository: a local folder, or ``hf://OWNER/NAME[@REV]`` through huggingface_hub's cache
     (both files at the commit that ``config.json`` resolved to)."""
@@ -237,25 +243,26 @@ def read_repository(source: str | os.PathLike, revision: str | None = None) -> R
     if where is not None:
         if where.path:
             raise ConfigError(f"{source}: an opformer model is a whole repository: hf://OWNER/NAME[@REVISION]")
-        config_path, where = hub.download(where, CONFIG_JSON)
-        weights_path, where = hub.download(where, WEIGHTS)
-        source, commit = str(where), where.commit
+        config_path, where = hub.download(where, CONFIG_JSON)  # the weights after it is checked: no large
+        source, commit = str(where), where.commit            # download for a repository refused anyway
     else:
         folder = Path(source)
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: no such folder (expected a model repository written by opformer "
                                   "export, or hf://OWNER/NAME)")
-        config_path, weights_path, source = folder / CONFIG_JSON, folder / WEIGHTS, str(folder.absolute())
-        for path in (config_path, weights_path):
-            if not path.is_file():
-                raise CheckpointError(f"{folder}: no {path.name} (not a model repository written by opformer "
-                                      "export)")
+        config_path, source = folder / CONFIG_JSON, str(folder.absolute())
+        _check_present(folder, config_path)
     try:
         config = json.loads(config_path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CheckpointError(f"{source}/{CONFIG_JSON}: not readable JSON ({str(exc).splitlines()[0][:120]})"
                               ) from None
     config = _check_config(config, f"{source}/{CONFIG_JSON}")
+    if where is not None:
+        weights_path, _ = hub.download(where, WEIGHTS)  # at the commit config.json resolved to
+    else:
+        weights_path = folder / WEIGHTS
+        _check_present(folder, weights_path)
     sha256 = sha256_file(weights_path)
     if sha256 != config["weights_sha256"]:
         raise CheckpointError(f"{source}/{WEIGHTS}: corrupt or replaced (its SHA-256 is not the one config.json "
