@@ -50,6 +50,9 @@ BUOYANCY_RANGE = (0.2, 0.5)
 #: the grid. Modes beyond ``|m_x|, |m_y| <= NOISE_MODES`` weigh < 1.5e-11 of the lowest and are left out, so a
 #: sample is the same smooth field on every grid.
 NOISE_SCALE, NOISE_SMOOTHNESS, NOISE_MODES = 11.0, 6.0, 8
+#: What the settings of a generated file say of the box's walls and of the stored velocity (2D and 3D alike).
+CLOSED_BOX = "closed walls: no flow through them, zero tangential ghost velocity (phiflow's ZERO); zero-gradient smoke"
+CELL_VELOCITY = "the mean of the two faces of each cell (the solver's velocity is staggered)"
 
 
 def initial_smoke(rng: np.random.Generator, n: int, length: float = LENGTH, ndim: int = 2,
@@ -250,12 +253,12 @@ def frame_steps(every: int, skip: int = SKIP_STEPS, steps: int = STEPS) -> np.nd
     return np.arange(skip + 1, skip + steps + 1, every)
 
 
-def solve_smoke(smoke: np.ndarray, buoyancy: np.ndarray, steps: np.ndarray, dt: float = DT, nu: float = NU,
+def solve_smoke(smoke: np.ndarray, buoyancy: float | np.ndarray, steps: np.ndarray, dt: float = DT, nu: float = NU,
                 length: float = LENGTH, force_first: bool = False,
                 stop: threading.Event | None = None) -> np.ndarray:
     """Frames ``(batch, len(steps), *cells, 1 + ndim)`` (float64; smoke and velocity at the cell centres) after
     each step in ``steps`` (increasing step numbers), from the smoke ``(batch, *cells)`` (``ndim`` axes of ``n``
-    cells) at rest; ``buoyancy`` ``(batch,)`` pushes along the last axis.
+    cells) at rest; ``buoyancy`` (one value, or ``(batch,)``) pushes along the last axis.
 
     ``stop`` (set: raise ``Stopped``) is polled every step. Raises ``ConfigError`` for steps that are not
     increasing numbers >= 1, or if the solution stops being finite.
@@ -322,13 +325,12 @@ def _generate(samples: int, resolution: int, solve_resolution: int | None, seed:
                      else BUOYANCY),
         "length": LENGTH,
         "grid": "cell-centred: x_i = (i + 1/2) 32 / n, the same in y; axes (x, y), y up",
-        "boundary": "closed walls: no flow through them, zero tangential ghost velocity (phiflow's ZERO); "
-                    "zero-gradient smoke",
+        "boundary": CLOSED_BOX,
         "initial_condition": {"type": "|phiflow Noise|", "scale": NOISE_SCALE, "smoothness": NOISE_SMOOTHNESS,
                               "modes": NOISE_MODES, "velocity": 0.0},
         "times": (steps * DT).tolist(),
         "channels": ["smoke", "vx", "vy"],
-        "velocity": "the mean of the two faces of each cell (the solver's velocity is staggered)",
+        "velocity": CELL_VELOCITY,
     }
     if conditioned:
         pde["per_sample"] = {"buoyancy": buoyancies}

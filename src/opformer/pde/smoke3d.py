@@ -24,7 +24,7 @@ import numpy as np
 
 from opformer.pde.navier_stokes import check_positive, check_resolution, solve_samples
 from opformer.pde.parallel import thread_map
-from opformer.pde.smoke import NOISE_MODES, frame_steps, initial_smoke, solve_smoke
+from opformer.pde.smoke import CELL_VELOCITY, CLOSED_BOX, NOISE_MODES, frame_steps, initial_smoke, solve_smoke
 
 #: The authors' ``dataset/3d_smoke.py``: box side, viscosity, buoyancy (along z), time step, steps skipped before
 #: the first stored frame, frames stored (one per step).
@@ -46,7 +46,7 @@ def solve_smoke3d(smoke: np.ndarray, steps: np.ndarray | None = None, buoyancy: 
     """Frames ``(batch, len(steps), n, n, n, 4)`` (float64; d, u, v, w at the cell centres) after each step in
     ``steps`` (default: the stored 20 after 8 skipped) from the smoke ``(batch, n, n, n)`` at rest."""
     steps = frame_steps(1, SKIP_STEPS, FRAMES) if steps is None else steps
-    return solve_smoke(smoke, np.full(len(smoke), buoyancy), steps, DT, NU, LENGTH, stop=stop)
+    return solve_smoke(smoke, buoyancy, steps, DT, NU, LENGTH, stop=stop)
 
 
 def generate_smoke3d(samples: int, resolution: int = 64, seed: int = 0, *, first: int = 0, batch_size: int = 2,
@@ -80,13 +80,12 @@ def generate_smoke3d(samples: int, resolution: int = 64, seed: int = 0, *, first
         "buoyancy": BUOYANCY,
         "length": LENGTH,
         "grid": "cell-centred: x_i = (i + 1/2) 8 / n, the same in y and z; axes (x, y, z), z up",
-        "boundary": "closed walls: no flow through them, zero tangential ghost velocity (phiflow's ZERO); "
-                    "zero-gradient smoke",
+        "boundary": CLOSED_BOX,
         "initial_condition": {"type": "|phiflow Noise|", "scale": NOISE_SCALE, "smoothness": NOISE_SMOOTHNESS,
                               "modes": NOISE_MODES, "velocity": 0.0},
         "times": (steps * DT).tolist(),
         "channels": CHANNELS,
-        "velocity": "the mean of the two faces of each cell (the solver's velocity is staggered)",
+        "velocity": CELL_VELOCITY,
     }
     solver = {"name": "MAC grid: semi-Lagrangian advection (trilinear), explicit diffusion, buoyancy, projection by "
                       "a cosine-transform pressure solve",
