@@ -16,6 +16,7 @@ from opformer.cli import main
 from opformer.errors import ConfigError
 from opformer.imports import hub
 from opformer.runs import load_run_config
+from test_cli import one_line_error as single_line, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -81,12 +82,8 @@ def test_an_import_from_the_cache_records_the_commit_and_sha256(offline_cache, t
 
 
 def one_line_error(capsys, args, *words):
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    for word in words:
-        assert word in err, err
-    return err
+    """``opformer ARGS`` fails with one line (test_cli's check: exit 2, no traceback) holding every word."""
+    single_line(*run_cli(capsys, *args)[::2], *words)
 
 
 def test_offline_misses_name_what_the_cache_lacks(offline_cache, tmp_path, capsys):

@@ -19,7 +19,7 @@ from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError
 from opformer.imports import FORMATS, build_surrogate, convert_file, dpot, galerkin, import_run, neuraloperator
 from opformer.models.registry import build_model
-from opformer.runs import load_checkpoint, load_run_config, load_checkpoint_surrogate
+from opformer.runs import load_run_config
 from opformer.train.trainer import Trainer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"

@@ -14,7 +14,7 @@ from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError, ConfigError
 from opformer.eval.forecast import predict_file
 from opformer.eval.metrics import predict, rollout_errors, split_errors
-from opformer.runs import load_checkpoint, load_checkpoint_surrogate, run_checkpoint, save_checkpoint
+from opformer.runs import load_checkpoint_surrogate, run_checkpoint, save_checkpoint
 from opformer.train.trainer import train
 from opformer.trust.calibration import (CALIBRATION, Calibration, Scores, bounds_annotation, calibrate_run,
                                         format_calibration, load_calibration, select)
@@ -77,8 +77,7 @@ def test_calibration_errors_are_one_line(operator_run, tmp_path):
         load_calibration(run)
     path.write_bytes(good)
     load_calibration(run)
-    checkpoint = load_checkpoint(run_checkpoint(run))  # the run trained on: another best.pt
-    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    surrogate, checkpoint = load_checkpoint_surrogate(run_checkpoint(run))  # the run trained on: another best.pt
     with torch.no_grad():
         next(surrogate.parameters()).add_(1e-3)
     copy = tmp_path / "run"
