@@ -96,8 +96,9 @@ def main() -> None:
     start = time.perf_counter()
     import_repository(scratch / "exported_again", scratch / "imported_again")
     seconds["import_in_process"] = time.perf_counter() - start
-    tensors = [load_checkpoint(Path(run) / "best.pt")["state_dict"] for run in (args.run, imported, from_hub)]
     surrogate, original = load_checkpoint_surrogate(Path(args.run) / "best.pt")
+    tensors = [original["state_dict"], *(load_checkpoint(Path(run) / "best.pt")["state_dict"]
+                                         for run in (imported, from_hub))]
     result: dict[str, Any] = {
         "run": args.run, "data": args.data, "model": original["spec"]["model"]["name"],
         "parameters": sum(p.numel() for p in surrogate.model.parameters()), "best_epoch": original["epoch"] + 1,

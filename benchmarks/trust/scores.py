@@ -90,9 +90,10 @@ def measure(name: str, run: str, splits: int) -> dict[str, Any]:
     level, band_rows = point_level(COVERAGE), []
     for scale in SCALES:
         covered, points, widths = [], [], []
+        local = local_scale(pred, scale)  # per sample: once, indexed by each half
         for order in halves:
             cal, test = order[:n // 2], order[n // 2:]
-            half = conformal_quantile(parts[scale][cal, 0, level], COVERAGE) * local_scale(pred[test], scale)
+            half = conformal_quantile(parts[scale][cal, 0, level], COVERAGE) * local[test]
             inside = ((pred[test] - truth[test]).abs() <= half).double().flatten(1).mean(dim=1)
             covered.append(float((inside >= POINT_LEVELS[level]).double().mean()))
             points.append(float(inside.mean()))
