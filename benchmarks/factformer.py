@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import GIB, ROOT, argument_parser, command, per_model_epochs, run_record, table_head, train_all, \
-    write_results
+from harness import GIB, ROOT, argument_parser, command, merged_runs, per_model_epochs, run_record, table_head, \
+    train_all, write_results
 
 CONFIGS = ROOT / "configs" / "factformer"
 PARTS = {
@@ -118,13 +118,6 @@ def main() -> None:
         if part == "darcy":
             entry["galerkin_transformer"] = darcy_gt_row(results / "darcy.json")
     write_results(results, "factformer", result, markdown, load_before)
-
-
-def merged_runs(previous: list[dict[str, Any]], rows: dict[str, dict[str, Any]], order: list[str]
-                ) -> list[dict[str, Any]]:
-    """A part's rows: the new ones, and the earlier ones of the runs not redone, in the part's order."""
-    by_name = {row["name"]: row for row in previous} | {name: row for name, row in rows.items() if name in order}
-    return [by_name[name] for name in order if name in by_name]
 
 
 def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summary: dict[str, Any]) -> dict[str, Any]:

@@ -146,6 +146,14 @@ def relative_l2(u: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.linalg.norm(u - ref, axis=1) / np.linalg.norm(ref, axis=1)
 
 
+def merged_runs(previous: list[dict[str, Any]], rows: dict[str, dict[str, Any]], order: list[str]
+                ) -> list[dict[str, Any]]:
+    """A results file's rows of runs: the new ``rows`` (by name), and the ``previous`` ones of the runs not redone,
+    in ``order``."""
+    by_name = {row["name"]: row for row in previous} | {name: row for name, row in rows.items() if name in order}
+    return [by_name[name] for name in order if name in by_name]
+
+
 def machine(*libraries: str) -> dict[str, Any]:
     """What the results were measured on: cores, processor, Python, and the versions of torch and ``libraries``."""
     return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),

@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for harness
 
-from harness import ROOT, argument_parser, command, describe_load, describe_machine, per_model_epochs, \
-    run_record, table_head, train_all, write_results  # noqa: E402
+from harness import ROOT, argument_parser, command, describe_load, describe_machine, merged_runs, \
+    per_model_epochs, run_record, table_head, train_all, write_results  # noqa: E402
 
 CONFIGS = ROOT / "configs" / "factformer"
 MODELS = {"fno3d": "FNO3D", "ffno3d": "F-FNO3D", "dil_resnet": "Dil-ResNet", "factformer": "FactFormer"}
@@ -85,8 +85,7 @@ def main() -> None:
                       "loadavg_before_after": [list(load_before), list(os.getloadavg())]}
     path = Path(args.results) / "smoke3d.json"
     result = json.loads(path.read_text()) if path.exists() else {}
-    previous = {row["name"]: row for row in result.get("runs", [])}
-    result["runs"] = [{**previous, **rows}[name] for name in RUNS if name in {**previous, **rows}]
+    result["runs"] = merged_runs(result.get("runs", []), rows, RUNS)
     result["persistence"] = evaluate(jobs[names[0]][2], args.data, persistence=True)
     result["data"] = args.data
     write_results(args.results, "smoke3d", result, markdown, load_before)
