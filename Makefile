@@ -1,11 +1,11 @@
-# Commands that work on a fresh clone: `make demo`, `make demo-dpot` and `make test`.
+# Commands that work on a fresh clone: `make demo`, `make demo-dpot`, `make test` and `make docs`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-dpot test clean
+.PHONY: demo demo-dpot test docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,5 +24,13 @@ demo-dpot: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $@
+
+# The API reference and the pages of docs/ as a site in site/; any warning fails the build.
+docs: $(VENV)/.docs-installed
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs site .pytest_cache
