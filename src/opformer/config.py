@@ -396,7 +396,28 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML run config (:func:`read_config_file`), apply overrides and validate it."""
+    """Read a YAML run config (:func:`read_config_file`), apply overrides and validate it.
+
+    Parameters
+    ----------
+    path
+        The YAML file: a mapping of sections (``model``, ``data``, ``train``, ...).
+    overrides
+        ``key.sub=value`` items applied in order, as ``opformer train --set`` gives them (values parsed as YAML,
+        e.g. ``train.epochs=10``).
+
+    Returns
+    -------
+    RunConfig
+        The validated config, its ``model`` section resolved (a ``preset`` expanded, ``t_in``/``t_out`` from the
+        ``rollout`` section).
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, unreadable or not a mapping, an override is malformed, or a key or value is invalid;
+        the message names the file and the key.
+    """
     path = Path(path)
     data = apply_overrides(read_config_file(path), overrides or [])
     try:

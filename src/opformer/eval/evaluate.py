@@ -87,6 +87,39 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     noise realisation of the same level (seeded by the run's seed and the split). Trajectory data are rolled
     out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all);
     ``well_windows`` adds The Well's metrics over those windows of the rollout (:func:`well_metrics`).
+
+    Parameters
+    ----------
+    run_dir
+        A run directory of one data set (a mixture run is refused: :mod:`opformer.eval.members`).
+    data_path
+        An opformer HDF5 file of the run's data kind and channels.
+    resolutions
+        The grid sizes to evaluate at; ``None`` is the file's own.
+    split
+        ``train``, ``val``, ``test`` or ``all``.
+    device
+        ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+    batch_size
+        Samples per batch; default the run's ``eval_batch_size``, scaled to the resolution.
+    frames
+        Trajectories only: the length of the rollout.
+    well_windows
+        Trajectories only: ``(a, b)`` windows of predicted frames (0 the first) for The Well's metrics.
+
+    Returns
+    -------
+    list[dict[str, Any]]
+        A row per resolution: ``resolution``, ``trained_at``, ``samples``, ``relative_l2`` and
+        ``relative_l2_std``; for trajectories also ``final_relative_l2``, ``frames``, ``per_frame_relative_l2``,
+        ``l2re`` and ``l2re_std`` (:func:`rollout_row`), and ``well`` with ``well_windows``.
+
+    Raises
+    ------
+    ConfigError
+        A mixture run, ``well_windows`` with operator pairs, or windows beyond the rollout.
+    DataError
+        The data's dimensions or channels do not fit the run.
     """
     checkpoint, surrogate, payload = load_run(run_dir)
     cfg = payload["run_config"]

@@ -127,7 +127,23 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def preset(name: str) -> dict[str, Any]:
-    """Return a copy of the named model config in ``PRESETS``."""
+    """A copy of a named model config of ``PRESETS`` (the papers' sizes), to edit or pass to :func:`build_model`.
+
+    Parameters
+    ----------
+    name
+        A key of ``PRESETS``, e.g. ``"gt_burgers"`` or ``"dpot_ti"``.
+
+    Returns
+    -------
+    dict[str, Any]
+        ``{"name": <registry name>, **constructor kwargs}``, a deep copy: changing it leaves ``PRESETS`` as it is.
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is no preset; the message lists the valid ones.
+    """
     if name not in PRESETS:
         raise ConfigError(f"unknown model preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
     return copy.deepcopy(PRESETS[name])
@@ -167,10 +183,25 @@ def resolve_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_model(config: Mapping[str, Any]) -> nn.Module:
-    """Build a model from ``{"name": <registry name>, **constructor kwargs}`` (see :func:`resolve_model_config`).
+    """Build a model from a plain config.
 
-    The model keeps its full resolved config (defaults filled in) as ``model.config``;
-    ``build_model(model.config)`` rebuilds a model of the same shape.
+    Parameters
+    ----------
+    config
+        ``{"name": <registry name>, **constructor kwargs}``: a name of ``MODELS`` and any of its class's constructor
+        arguments (:func:`resolve_model_config` checks them; the others take their defaults). :func:`preset` returns
+        such configs.
+
+    Returns
+    -------
+    torch.nn.Module
+        The model, with its full resolved config (defaults filled in) as ``model.config``;
+        ``build_model(model.config)`` rebuilds a model of the same shape.
+
+    Raises
+    ------
+    ConfigError
+        An unknown name or key, or a value of the wrong type or out of range.
     """
     resolved = resolve_model_config(config)
     entry = MODELS[resolved["name"]]

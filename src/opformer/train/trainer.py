@@ -309,6 +309,32 @@ def train(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -
 
     Started by ``torchrun`` with several processes, each process trains its shard of every batch
     (:mod:`opformer.train.distributed`); the main process checks, locks and writes the run directory.
+
+    Parameters
+    ----------
+    config
+        The run's config (:func:`opformer.config.load_config`). Its data paths are stored absolute.
+    run_dir
+        The run directory: absent or empty for a new run; with ``resume``, the run to continue.
+    resume
+        Continue ``run_dir`` from its ``last.pt`` (a fresh start if no epoch finished); a larger
+        ``train.epochs`` than the run's extends it.
+
+    Returns
+    -------
+    dict[str, Any]
+        The summary, also written to the run directory: ``epochs``, ``best_epoch``, ``best_val_relative_l2``,
+        ``parameters``, ``train_seconds`` and ``seconds_per_step``.
+
+    Raises
+    ------
+    CheckpointError
+        A new run's folder holds files, or a resumed run's ``last.pt`` was written for another model, data set or
+        recipe.
+    ConfigError
+        The config does not fit the data, or ``train.epochs`` of a resumed run would not extend it.
+    TrainingDiverged
+        The loss is not finite.
     """
     run_dir = Path(run_dir)
     with session(config.train.device) as context:
