@@ -161,8 +161,8 @@ def test_a_run_of_the_layout_before_the_authors_is_a_one_line_error(tmp_path):
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(path)
     assert str(info.value) == (
-        f"{path}: a FactFormer of opformer's layout before the authors' (2026-11-27, issue 46: it has "
-        "model.encoder.blocks.0.out.0.bias), which no longer loads; retrain it with this version, or import the "
+        f"{path}: a FactFormer of opformer's earlier layout (biases in every block's output network: it has "
+        "model.encoder.blocks.0.out.0.bias), which does not load; retrain it with this version, or import the "
         "authors' weights with 'opformer import factformer'")
-    with pytest.raises(CheckpointError, match="layout before the authors'"):
+    with pytest.raises(CheckpointError, match="opformer's earlier layout"):
         load_checkpoint_surrogate(path)

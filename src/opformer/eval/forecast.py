@@ -61,7 +61,7 @@ class Forecaster:
     ``(batch, time, *grid, channels)`` (at the run's frame spacing; the last ``t_in`` are used) to the next ``n``
     ``(batch, n, *grid, channels)``, and :meth:`predict` is one call (the next ``t_out`` frames). ``padded``: a
     mixture run or imported DPOT, which takes 1 to ``len(input_channels)`` channels on any grid. Error bounds
-    (issue 45 §2-§3) belong beside these two methods, from the run's calibration (:mod:`opformer.trust`).
+    of both come from :meth:`bounds`, with the run's calibration (:mod:`opformer.trust`).
     """
 
     def __init__(self, surrogate: Surrogate, payload: dict[str, Any], source: str | os.PathLike,

@@ -43,17 +43,17 @@ from opformer.validate import NonNegativeInt, PositiveFloat, PositiveInt
 
 ATTENTIONS = ("factorized", "linear")
 DECODER_CONV_GROUPS = 8  # the groups of the time models' first decoder convolution (the authors' constant)
-#: a tensor only opformer's FactFormer layout before the authors' (before 2026-11-27, issue 46) had: every block's
-#: output network had biases
+#: a tensor that only FactFormers of opformer's earlier layout hold: biases in every block's output network (the
+#: authors' layout, which opformer builds, has none)
 OLD_LAYOUT_KEY = "encoder.blocks.0.out.0.bias"
 
 
 def check_layout(name: str, state: Mapping[str, Tensor], prefix: str, where: str) -> None:
     """A one-line ``CheckpointError`` if ``state`` (keys under ``prefix``) holds a FactFormer (``name``) of the
-    layout before the authors', which no longer loads."""
+    earlier layout, which does not load."""
     if name.startswith("factformer") and prefix + OLD_LAYOUT_KEY in state:
-        raise CheckpointError(f"{where}: a FactFormer of opformer's layout before the authors' (2026-11-27, issue 46: "
-                              f"it has {prefix + OLD_LAYOUT_KEY}), which no longer loads; retrain it with this "
+        raise CheckpointError(f"{where}: a FactFormer of opformer's earlier layout (biases in every block's output "
+                              f"network: it has {prefix + OLD_LAYOUT_KEY}), which does not load; retrain it with this "
                               "version, or import the authors' weights with 'opformer import factformer'")
 
 
