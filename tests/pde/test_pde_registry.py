@@ -2,8 +2,10 @@
 
 import dataclasses
 import functools
+import inspect
 import math
 
+import numpy as np
 import pytest
 
 import opformer.pde.registry as registry
@@ -14,14 +16,16 @@ from opformer.pde.registry import FLAGS, PDES, dashed, flag_help, users
 
 #: What `opformer generate NAME` uses when no flag is given (pinned: a changed default is a behaviour change).
 DEFAULTS = {
-    "burgers": {"resolution": 8192, "viscosity": 0.1 / (2 * math.pi)},
-    "darcy": {"resolution": 421, "workers": None},
-    "navier-stokes": {"resolution": 64, "nu": 1e-3, "t_final": 50.0, "solve_resolution": None, "dt": None},
-    "kolmogorov": {"resolution": 64, "t_final": 10.0, "solve_resolution": 256},
-    "turbulence3d": {"resolution": 32, "t_final": 1.0},
-    "shallow-water": {"resolution": 64},
-    "diffusion-reaction": {"resolution": 64, "t_final": 5.0, "dt": 2.5e-3},
-    "compressible-ns": {"resolution": 64, "mach": 1.0, "eta": 0.1, "t_final": 1.0},
+    "burgers": {"resolution": 8192, "viscosity": 0.1 / (2 * math.pi), "t_final": 1.0, "dt": 1e-3},
+    "darcy": {"resolution": 421, "workers": None, "a_high": 12.0, "a_low": 3.0, "tau": 3.0},
+    "navier-stokes": {"resolution": 64, "nu": 1e-3, "t_final": 50.0, "frame_dt": 1.0, "solve_resolution": None,
+                      "dt": None},
+    "kolmogorov": {"resolution": 64, "reynolds": 1000.0, "drag": 0.1, "t_final": 10.0, "frame_dt": 0.0625,
+                   "spinup": 30.0, "solve_resolution": 256, "dt": None},
+    "turbulence3d": {"resolution": 32, "t_final": 1.0, "frame_dt": 0.05, "spinup": 5.0, "dt": 0.02},
+    "shallow-water": {"resolution": 64, "t_final": 1.0, "frame_dt": 0.01},
+    "diffusion-reaction": {"resolution": 64, "t_final": 5.0, "frame_dt": 0.05, "dt": 2.5e-3},
+    "compressible-ns": {"resolution": 64, "mach": 1.0, "eta": 0.1, "t_final": 1.0, "frame_dt": 0.05},
     "smoke": {"resolution": 64, "solve_resolution": None},
     "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
     "smoke3d": {"resolution": 64},
@@ -54,11 +58,14 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
             "compressible-ns 64; smoke 64; smoke-conditioned 64; smoke3d 64)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
-    assert flag_help("t_final") == ("navier-stokes, kolmogorov, turbulence3d, diffusion-reaction, compressible-ns: "
-                                    "last stored time (default: navier-stokes 50; kolmogorov 10; turbulence3d 1; "
+    assert flag_help("t_final") == ("burgers, navier-stokes, kolmogorov, turbulence3d, shallow-water, "
+                                    "diffusion-reaction, compressible-ns: last stored time (default: burgers 1; "
+                                    "navier-stokes 50; kolmogorov 10; turbulence3d 1; shallow-water 1; "
                                     "diffusion-reaction 5; compressible-ns 1)")
-    assert ("--dt DT navier-stokes, diffusion-reaction: the solver's largest time step (default: navier-stokes "
-            "1.28 / the solve grid; diffusion-reaction 0.0025)") in text
+    assert ("--dt DT burgers, navier-stokes, kolmogorov, turbulence3d, diffusion-reaction: the solver's largest time "
+            "step (default: burgers 0.001; navier-stokes 1.28 / the solve grid; kolmogorov 0.001 x 256 / the solve "
+            "grid; turbulence3d 0.02; diffusion-reaction 0.0025)") in text
+    assert "--reynolds REYNOLDS kolmogorov: Reynolds number (nu = 1 / Re) (default: 1000)" in text
 
 
 @pytest.mark.parametrize("name", sorted(PDES))
@@ -115,6 +122,37 @@ def test_bad_settings_are_config_errors_before_any_solve(tmp_path, name, flags, 
 
 
 def test_the_darcy_resolution_rule_allows_odd_grids_and_none_means_the_default():
-    assert PDES["darcy"].settings("darcy", {"resolution": 3, "workers": None}) == {"resolution": 3, "workers": None}
+    assert PDES["darcy"].settings("darcy", {"resolution": 3, "workers": None}) == {**DEFAULTS["darcy"], "resolution": 3}
     assert PDES["turbulence3d"].settings("turbulence3d", {"t_final": None}) == DEFAULTS["turbulence3d"]
     assert registry.lookup("kolmogorov") is PDES["kolmogorov"]
+
+
+#: Generator keywords that are not physical settings of the data: sample counts and seeds, the resumable chunk's
+#: first sample, the progress callback, the solver's batching and parallelism, Darcy's linear-solver choice and
+#: tolerance, Burgers' spectral solve grid (a count of modes, not a multiple of the storage grid), and the
+#: overrides of turbulence3d's physics dictionary.
+NOT_FLAGS = {"samples", "n_samples", "seed", "first", "progress", "batch_size", "solver", "tol", "physics"}
+
+
+@pytest.mark.parametrize("name", sorted(PDES))
+def test_every_physical_setting_of_a_generator_is_a_flag(name):
+    entry = PDES[name]
+    keywords = set(inspect.signature(entry.generator).parameters) - NOT_FLAGS - {"resolution"}
+    if name == "burgers":
+        keywords -= {"solve_resolution", "workers"}
+    if name != "darcy":
+        keywords -= {"workers"}
+    assert keywords == set(entry.flags)
+
+
+def test_kolmogorov_flags_reach_the_generator_and_darcy_takes_its_contrast():
+    settings = PDES["kolmogorov"].settings("kolmogorov", {"reynolds": 2500.0, "drag": 0.05, "spinup": 0.0})
+    assert (settings["reynolds"], settings["drag"], settings["spinup"]) == (2500.0, 0.05, 0.0)
+    with pytest.raises(ConfigError, match="--reynolds -1.0: expected a positive Reynolds number"):
+        PDES["kolmogorov"].settings("kolmogorov", {"reynolds": -1.0})
+    with pytest.raises(ConfigError, match="--reynolds: only used by kolmogorov"):
+        PDES["burgers"].settings("burgers", {"reynolds": 10.0})
+    a, _, settings = PDES["darcy"].generator(2, resolution=9, workers=1, a_high=20.0, a_low=1.0, tau=6.0)
+    assert set(np.unique(a)) <= {20.0, 1.0}
+    assert settings["pde"]["coefficient"]["tau"] == 6.0
+    assert settings["pde"]["coefficient"]["map"] == "a = 20 where p >= 0, else 1"

@@ -19,21 +19,16 @@ EXAMPLES = {
 }
 
 
-def _progress_bar(total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sample", disable=None)
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     """``opformer generate PDE``: solve and store a data set."""
+    from opformer.cli.progress import CountProgress
     from opformer.data.generate import generate_file
     from opformer.pde.registry import FLAGS, lookup
 
     output_path("--out", args.out, force=args.force, folders=True)
     flags = {name: getattr(args, name) for name in FLAGS}
     resolution = lookup(args.pde).defaults["resolution"] if args.resolution is None else args.resolution
-    with _progress_bar(args.samples, f"{args.pde} n={resolution}") as bar:
+    with CountProgress(args.samples, f"generate {args.pde} n={resolution}") as bar:
         path = generate_file(args.pde, args.out, args.samples, seed=args.seed, progress=bar.update, **flags)
     print(f"wrote {args.samples} samples to {path}")
     return 0

@@ -170,7 +170,7 @@ def _sample_single_threaded(index: int) -> tuple[np.ndarray, np.ndarray, float]:
     rng = np.random.default_rng(_STATE["seeds"][index])
     noise = rng.standard_normal(_STATE["variances"].shape)
     p = cosine_synthesis((noise * np.sqrt(_STATE["variances"]))[None])[0]
-    a = threshold_coefficient(p)
+    a = threshold_coefficient(p, _STATE["a_high"], _STATE["a_low"])
     u, residual = solve_darcy(a, 1.0, _STATE["solver"], _STATE["tol"], return_residual=True)
     return a.astype(np.float32), u.astype(np.float32), residual
 
@@ -188,8 +188,14 @@ def generate_darcy(
     solver: str = "amg",
     tol: float = DEFAULT_TOLERANCE,
     progress: Callable[[int], None] | None = None,
+    a_high: float = HIGH,
+    a_low: float = LOW,
+    tau: float = PAPER_GRF["tau"],
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The Darcy data set of Cao (2021) Example 5.2: ``a -> u`` on ``resolution x resolution`` nodes.
+
+    The coefficient is ``a_high`` where the random field ``p ~ N(0, (-Laplacian + tau^2 I)^-2)`` is ``>= 0``, else
+    ``a_low`` (the paper's 12, 3 and 3 by default): the contrast and the correlation length of a shifted data set.
 
     Sample ``i`` draws its noise from ``SeedSequence(seed).spawn(n_samples)[i]``, so the data do not
     depend on ``workers`` (processes; default: the available cores).  Returns float32 arrays ``a``, ``u``
@@ -197,8 +203,10 @@ def generate_darcy(
     (the solver's entry includes the largest relative residual); ``progress`` is called with 1 per sample.
     """
     workers = default_workers() if workers is None else workers
-    grf = {key: PAPER_GRF[key] for key in ("alpha", "tau", "sigma", "zero_mean")}
+    grf = {**{key: PAPER_GRF[key] for key in ("alpha", "sigma", "zero_mean")}, "tau": tau}
     state = {
+        "a_high": a_high,
+        "a_low": a_low,
         "variances": neumann_grf_variances(resolution, 2, **grf),
         "seeds": np.random.SeedSequence(seed).spawn(n_samples),
         "solver": solver,
@@ -230,8 +238,8 @@ def generate_darcy(
             "name": "darcy",
             "equation": "-div(a grad u) = f on (0,1)^2, u = 0 on the boundary",
             "forcing": 1.0,
-            "coefficient": {**PAPER_GRF, "boundary_condition": "neumann", "domain": [[0.0, 1.0], [0.0, 1.0]],
-                            "map": f"a = {HIGH:g} where p >= 0, else {LOW:g}"},
+            "coefficient": {**PAPER_GRF, "tau": tau, "boundary_condition": "neumann",
+                            "domain": [[0.0, 1.0], [0.0, 1.0]], "map": f"a = {a_high:g} where p >= 0, else {a_low:g}"},
         },
         "solver": {
             "name": "5-point finite differences, nodes x_i = i / (n - 1) including the boundary",

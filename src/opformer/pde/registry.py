@@ -71,6 +71,18 @@ FLAGS = {
                  "a positive Mach number", lambda value, resolution: value > 0),
     "eta": Flag(float, "shear and bulk viscosity (zeta = eta), PDEBench's convention", "a non-negative viscosity",
                 lambda value, resolution: value >= 0),
+    "reynolds": Flag(float, "Reynolds number (nu = 1 / Re)", "a positive Reynolds number",
+                     lambda value, resolution: value > 0),
+    "drag": Flag(float, "linear drag coefficient", "a non-negative drag", lambda value, resolution: value >= 0),
+    "frame_dt": Flag(float, "time between stored frames", "a positive time", lambda value, resolution: value > 0),
+    "spinup": Flag(float, "time solved and discarded before the first frame", "a non-negative time",
+                   lambda value, resolution: value >= 0),
+    "a_high": Flag(float, "coefficient where the random field is >= 0", "a positive coefficient",
+                   lambda value, resolution: value > 0),
+    "a_low": Flag(float, "coefficient where the random field is < 0", "a positive coefficient",
+                  lambda value, resolution: value > 0),
+    "tau": Flag(float, "inverse correlation length of the coefficient's random field, (-Laplacian + tau^2 I)^-2",
+                "a positive tau", lambda value, resolution: value > 0),
 }
 
 
@@ -136,36 +148,38 @@ class PDE:
 PDES = {
     "burgers": PDE(
         generate_burgers, OPERATOR, "viscous Burgers on (0, 1), GRF u0 -> u(., 1) (Cao 2021 Ex. 5.1)",
-        flags=("viscosity",), shown={"viscosity": "0.1/(2 pi)"}, min_resolution=16,
+        flags=("viscosity", "t_final", "dt"), shown={"viscosity": "0.1/(2 pi)"}, min_resolution=16,
         channels=(["u0"], ["u"])),
     "darcy": PDE(
         generate_darcy, OPERATOR, "Darcy flow on (0, 1)^2, coefficient a -> solution u (Cao 2021 Ex. 5.2)",
-        flags=("workers",), shown={"workers": "the available cores", "resolution": "421 nodes, boundary included"},
+        flags=("workers", "a_high", "a_low", "tau"),
+        shown={"workers": "the available cores", "resolution": "421 nodes, boundary included"},
         min_resolution=3, even=False, grid=NODES, channels=(["a"], ["u"])),
     # FNO-nu solves 100 at a time (4 calls of 16 took 1.1-1.2x one call of 64)
     "navier-stokes": PDE(
         generate_fno_nu, TRAJECTORY, "FNO-nu vorticity on (0, 1)^2 (Li et al. 2020), frames every time unit",
-        flags=("nu", "t_final", "solve_resolution", "dt"),
+        flags=("nu", "t_final", "frame_dt", "solve_resolution", "dt"),
         shown={"solve_resolution": "the storage grid for nu >= 1e-3, else 256", "dt": "1.28 / the solve grid"},
         chunk=100),
     "kolmogorov": PDE(
-        generate_kolmogorov, TRAJECTORY, "Kolmogorov flow at Re = 1000 on [0, 2 pi)^2, vorticity",
-        flags=("t_final", "solve_resolution"),
-        shown={"solve_resolution": "256, with dt scaled to keep the CFL number"}, chunk=16),
+        generate_kolmogorov, TRAJECTORY, "Kolmogorov flow on [0, 2 pi)^2 (default Re = 1000), vorticity",
+        flags=("reynolds", "drag", "t_final", "frame_dt", "spinup", "solve_resolution", "dt"),
+        shown={"solve_resolution": "256, with dt scaled to keep the CFL number",
+               "dt": "0.001 x 256 / the solve grid"}, chunk=16),
     "turbulence3d": PDE(
         generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w, pressure p",
-        flags=("t_final",), chunk=16),
+        flags=("t_final", "frame_dt", "spinup", "dt"), chunk=16),
     "shallow-water": PDE(
         generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
-        grid=CELLS, chunk=16),
+        flags=("t_final", "frame_dt"), grid=CELLS, chunk=16),
     "diffusion-reaction": PDE(
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
-        flags=("t_final", "dt"), grid=CELLS, chunk=16),
+        flags=("t_final", "frame_dt", "dt"), grid=CELLS, chunk=16),
     "compressible-ns": PDE(
         generate_compressible_ns, TRAJECTORY,
         "compressible Navier-Stokes vx, vy, density, pressure on the periodic (0, 1)^2 (PDEBench 2D CFD Rand)",
-        flags=("mach", "eta", "t_final"), chunk=16),
+        flags=("mach", "eta", "t_final", "frame_dt"), chunk=16),
     "smoke": PDE(
         generate_smoke, TRAJECTORY, "buoyant smoke in a closed [0, 32]^2 box (PDEArena NS, b = 0.5, 14 frames), "
         "smoke, vx, vy at cell centres", flags=("solve_resolution",), shown={"solve_resolution": "the storage grid"},
