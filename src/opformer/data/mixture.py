@@ -26,6 +26,7 @@ from opformer.data.streaming import cache_share, fits
 from opformer.data.trajectories import frames_last
 from opformer.errors import ConfigError, DataError
 from opformer.grids import PERIODIC, axis_kinds
+from opformer.kinds import TRAJECTORY
 from opformer.validate import GridSize, NonNegativeInt, PositiveFloat, PositiveInt
 
 #: How members are drawn: ``weight`` (probability proportional to the weight, the DPOT paper) or
@@ -150,7 +151,7 @@ def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str,
         info = read_info(member.path)
     except DataError as exc:
         raise DataError(f"{where}.path: {exc}") from None
-    if info.kind != "trajectory":
+    if info.kind != TRAJECTORY:
         raise DataError(f"{where}.path: {info.path} is an {info.kind} data set; a mixture takes trajectory data sets")
     if ndim is not None and info.ndim != ndim:
         raise DataError(f"{where}.path: {info.path} is {info.ndim}D but the first member is {ndim}D; a mixture's "

@@ -19,6 +19,7 @@ from opformer.data.pairs import split_range
 from opformer.grids import axis_kinds, restrict, restricted_shape, stride_for
 from opformer.data.store import DatasetInfo, open_dataset_file, read_info
 from opformer.errors import DataError
+from opformer.kinds import TRAJECTORY
 
 
 READ_CHUNK = 16  #: trajectories read (and strided) at once when a split is loaded
@@ -116,7 +117,7 @@ def trajectory_layout(path: str | os.PathLike, split: str, *, n_train: int, n_va
     """The layout of one split of a trajectory data set, strided to ``resolution`` points per axis and in time
     (one-line errors for a file of another kind, too few samples or a resolution that is no sub-grid)."""
     info = read_info(path)
-    if info.kind != "trajectory":
+    if info.kind != TRAJECTORY:
         raise DataError(f"{info.path}: is an {info.kind} data set; rollout training needs a trajectory data set")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
     kinds = axis_kinds(info.domain)

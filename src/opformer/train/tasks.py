@@ -26,6 +26,7 @@ from opformer.data.streaming import StreamedPairs, StreamedTrajectories, cache_s
 from opformer.data.trajectories import TrajectorySplit, load_trajectories, trajectory_layout
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
+from opformer.kinds import TRAJECTORY
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part
@@ -431,5 +432,5 @@ def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask:
     if not config.data.path:
         raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
     kind = read_info(config.data.path).kind
-    return TrajectoryTask(config) if kind == "trajectory" else OperatorTask(config)
+    return TrajectoryTask(config) if kind == TRAJECTORY else OperatorTask(config)
 

@@ -20,8 +20,9 @@ from opformer.data.readers.neuraloperator import read_neuraloperator
 from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
-from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source
+from opformer.data.readers.source import Source
 from opformer.data.readers.the_well import read_the_well
+from opformer.kinds import OPERATOR, TRAJECTORY
 
 
 def _names(text: str) -> list[str]:
