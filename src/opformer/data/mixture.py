@@ -281,7 +281,7 @@ class Mixture:
         start = (uniform[:, 1] * n_start[member]).long()
         return torch.stack([member, trajectory, start], dim=1)
 
-    def batch(self, draws: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def fetch(self, draws: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The windows of ``draws`` (rows of :meth:`draws`), channels padded: (context, future, mask, member)."""
         device = self.members[0].train.device
         draws = draws.cpu()  # which rows come from which member is decided on the host: no device read
@@ -321,7 +321,7 @@ class Mixture:
                 ) -> Iterator[tuple[torch.Tensor, ...]]:
         """The epoch's global batches of windows (see :meth:`draws` for the generator)."""
         for draws in self.plan(epoch, batch_size, generator):
-            yield self.batch(draws)
+            yield self.fetch(draws)
 
     def stored_split(self, index: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A member's ``val`` or ``test`` trajectories on its stored grid ``(sample, time, *stored, C)``, channels

@@ -66,7 +66,7 @@ class TrajectorySplit:
         grid = torch.cartesian_prod(torch.arange(len(self)), torch.arange(count))
         return grid.reshape(-1, 2)
 
-    def window(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def fetch(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Context ``(b, *spatial, t_in, c)`` and future ``(b, *spatial, span, c)`` frames of the pairs, on the
         split's device."""
         pairs = pairs.to(self.fields.device, non_blocking=True)
@@ -90,7 +90,7 @@ class TrajectorySplit:
                 generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches of windows; shuffled when a generator is given, in order otherwise."""
         for pairs in self.plan(batch_size, t_in, span, mode, generator):
-            yield self.window(pairs, t_in, span)
+            yield self.fetch(pairs, t_in, span)
 
 
 @dataclass(frozen=True)
