@@ -12,7 +12,7 @@ generators also with ``first=``, the first sample of a resumable chunk) and retu
 (kind ``TRAJECTORY``: ``(sample, time, *grid, channel)``, ``settings["pde"]`` holding ``length``, ``times``
 and ``channels``); ``settings`` is the JSON-serialisable ``{"pde": ..., "solver": ...}`` stored in the file.
 A trajectory generator may list values drawn per sample in ``settings["pde"]["per_sample"]`` (``{name: [one
-value per sample]}``); the chunks of a resumable run are joined in sample order (``data.parts``).
+value per sample]}``); the chunks of a resumable run are joined in sample order (``data.generation_chunks``).
 """
 
 from __future__ import annotations
