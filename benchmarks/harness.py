@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from opformer.io import write_atomic
+from opformer.processes import exit_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -68,19 +69,6 @@ def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
 
 # Training runs.
 
-def exit_with_parent(parent: int, poll_seconds: float = 2.0) -> None:
-    """End this worker process once the benchmark process ``parent`` is gone, however it died (even SIGKILL):
-    an orphaned training run would hold a core for hours. Checkpoints are written atomically, so the run
-    resumes from its last epoch."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: int) -> dict[str, Any]:
     """Train (or resume) one run in this (fresh) process; its summary with the peak RSS and threads."""
     import torch
@@ -88,7 +76,7 @@ def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: 
     from opformer.config import load_config
     from opformer.train.trainer import train
 
-    exit_with_parent(parent)
+    exit_with_parent(2.0, parent)  # an orphaned run would hold a core for hours; it resumes from its checkpoint
     torch.set_num_threads(threads)
     resume = (Path(run_dir) / "config.yaml").exists()
     summary = train(load_config(config, sets), run_dir, resume=resume)

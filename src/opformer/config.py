@@ -19,7 +19,7 @@ import yaml
 
 from opformer.data.mixture import MixtureMember, Sampling
 from opformer.errors import ConfigError
-from opformer.models.registry import model_keys, preset, resolve_model_config
+from opformer.models.registry import GRID_MODELS, model_keys, preset, resolve_model_config
 from opformer.validate import (Fraction, GridSize, Length, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                                Range, check_type, from_mapping)
 
@@ -268,16 +268,14 @@ def resolve_model_section(model: dict[str, Any], rollout: RolloutConfig) -> dict
 #: the fraction of each non-periodic axis that FNO, FNO-time and F-FNO pad (``padding``) in a run configured from
 #: its data without the key (the FNO authors padded Darcy's 85^2 grid by 9 cells)
 DEFAULT_PADDING = 0.1
-#: the models that follow the data's grid kinds (``periodic``, per axis) where the model section leaves them out
-GRID_MODELS = frozenset({"fno1d", "fno2d", "fno2d_time", "fno3d_time", "ffno2d", "ffno3d", "dil_resnet2d",
-                         "dil_resnet3d"})
 
 
 def grid_defaults(model: dict[str, Any], periodic: list[bool]) -> dict[str, Any]:
     """The model section with what the data's grid decides and the section leaves out, for a run configured from
     its data (a trained run keeps the model config of its checkpoint, so runs trained before evaluate as they
-    did): a model of :data:`GRID_MODELS` takes ``periodic`` from the grid (one bool where every axis agrees, else
-    one per axis), and one that has ``padding`` pads its non-periodic axes by :data:`DEFAULT_PADDING`.
+    did): a model of :data:`~opformer.models.registry.GRID_MODELS` takes ``periodic`` from the grid (one bool
+    where every axis agrees, else one per axis), and one that has ``padding`` pads its non-periodic axes by
+    :data:`DEFAULT_PADDING`.
     ``periodic`` holds the data's axes, True where the grid is periodic."""
     if not model or model.get("name") not in GRID_MODELS:
         return model

@@ -19,8 +19,9 @@ from opformer.bench.sweep import BenchSettings
 from opformer.cli import build_parser, main
 from opformer.errors import ConfigError
 from opformer.models.registry import PRESETS
-from opformer.pde.navier_stokes import frame_times, generate_fno_nu
+from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.registry import PDES, TRAJECTORY
+from opformer.pde.samples import frame_times
 
 
 def test_unknown_solver_is_a_one_line_error_before_anything_runs(capsys):

@@ -23,7 +23,7 @@ def test_fno_mat_converts_in_chunks(capsys, tmp_path, monkeypatch):
     u = np.random.default_rng(0).normal(size=(5, 4, 3, 6)).astype(np.float32)
     a = np.random.default_rng(1).normal(size=(5, 4, 3)).astype(np.float32)
     scipy.io.savemat(tmp_path / "ns.mat", {"u": u, "a": a})
-    monkeypatch.setattr(source, "CHUNK_BYTES", 2 * 4 * 7 * 4 * 3)  # two samples per read
+    monkeypatch.setattr(source, "READ_BYTES", 2 * 4 * 7 * 4 * 3)  # two samples per read
     code, out, err = run(capsys, "convert", "fno-mat", tmp_path / "ns.mat", "--out", tmp_path / "ns.h5",
                          "--samples", 4)
     assert code == 0 and "wrote 4 samples" in out, err
@@ -105,7 +105,7 @@ def test_nan_midway_leaves_nothing(tmp_path, monkeypatch, layouts):
     data = np.zeros((3, 4, 8, 6, 1))
     data[2, 3, 0, 0, 0] = np.nan
     path = layouts.pdebench_2d(tmp_path / "swe.h5", data, -2.5, 2.5)
-    monkeypatch.setattr(source, "CHUNK_BYTES", 1)  # a sample per read: two are in the scratch file when it fails
+    monkeypatch.setattr(source, "READ_BYTES", 1)  # a sample per read: two are in the scratch file when it fails
     with pytest.raises(convert.DataError, match=r"'/0002/data' holds NaN or Inf \(first in sample 2\)"):
         convert.convert_file("pdebench-2d", path, tmp_path / "out.h5")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["swe.h5"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from opformer.data.generate import generate_file
-from opformer.data.parts import SampleParts
+from opformer.data.generation_chunks import GenerationChunks
 from opformer.data.store import read_fields, read_info
 from opformer.pde.navier_stokes import generate_fno_nu
 
@@ -51,8 +51,8 @@ def test_interrupted_generation_resumes_from_its_chunks(tmp_path):
 
 
 def test_chunks_of_other_settings_are_discarded(tmp_path):
-    parts = SampleParts(tmp_path / "x.h5", {"seed": 0})
+    parts = GenerationChunks(tmp_path / "x.h5", {"seed": 0})
     parts.save(0, np.ones((2, 3), np.float32), {"pde": {}})
-    assert np.array_equal(SampleParts(tmp_path / "x.h5", {"seed": 0}).load(0), np.ones((2, 3)))
-    assert SampleParts(tmp_path / "x.h5", {"seed": 1}).load(0) is None
-    assert SampleParts(tmp_path / "x.h5", {"seed": 0}).load(0) is None  # the old chunks are gone for good
+    assert np.array_equal(GenerationChunks(tmp_path / "x.h5", {"seed": 0}).load(0), np.ones((2, 3)))
+    assert GenerationChunks(tmp_path / "x.h5", {"seed": 1}).load(0) is None
+    assert GenerationChunks(tmp_path / "x.h5", {"seed": 0}).load(0) is None  # the old chunks are gone for good

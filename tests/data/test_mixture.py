@@ -189,7 +189,7 @@ def test_a_member_s_own_time_stride_takes_every_kth_frame_in_training_and_evalua
     assert torch.allclose(val[0, :, ..., 0].mean(dim=(1, 2)), 400 + 30 * torch.arange(3).float(), atol=0.01)
     # the windows drawn step by the member's stride
     draws = mixture.draws(0)
-    context, future, _, member = mixture.batch(draws)
+    context, future, _, member = mixture.fetch(draws)
     frames = torch.cat([context, future], dim=-2)[..., 0].mean(dim=(1, 2))  # (window, time)
     step = torch.tensor([20.0, 30.0])[member]
     start = 100 * draws[:, 1] + step * draws[:, 2]

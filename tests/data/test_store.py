@@ -1,11 +1,13 @@
 import pickle
 import re
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
 from opformer.data import store
+from opformer.data.store import integrity, schema, write
 from opformer.data.store import (chunk_shape, open_dataset_file, read_arrays, read_block, read_fields, read_info,
                                  verify_file, write_operator_dataset, write_trajectory_dataset)
 from opformer.errors import DataError
@@ -117,7 +119,7 @@ def _chunk_offset(path, name, coord):
 def _no_whole_file_hash(monkeypatch):
     def refuse(path):
         raise AssertionError(f"{path} was hashed whole")
-    monkeypatch.setattr(store, "_file_digest", refuse)
+    monkeypatch.setattr(integrity, "file_digest", refuse)
 
 
 def test_new_files_check_every_chunk_and_every_header(tmp_path):
@@ -207,15 +209,15 @@ def _write_legacy(path):
         for key, value in attrs.items():
             f.attrs[key] = value
     with open(path, "r+b") as f:
-        f.write(store.CHECKSUM_MAGIC + store._file_digest(path).encode())
+        f.write(store.CHECKSUM_MAGIC + integrity.file_digest(path).encode())
     return path
 
 
 def test_a_file_without_chunk_checksums_is_hashed_whole_once_per_process(tmp_path, monkeypatch):
     path = _write_legacy(tmp_path / "old.h5")
     hashed = []
-    digest = store._file_digest
-    monkeypatch.setattr(store, "_file_digest", lambda p: hashed.append(p) or digest(p))
+    digest = integrity.file_digest
+    monkeypatch.setattr(integrity, "file_digest", lambda p: hashed.append(p) or digest(p))
     read_info(path)
     x, y = read_arrays(path, slice(0, 6))
     with open_dataset_file(path) as data:
@@ -262,7 +264,7 @@ def test_chunk_shape_keeps_frames_whole_up_to_the_limit_then_cuts_the_first_spat
 
 
 def test_a_3d_frame_above_the_limit_is_stored_in_slabs_and_reads_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "CHUNK_BYTES", 2 * 6 * 6 * 2 * 4)  # a chunk holds 2 rows of a (12, 6, 6, 2) frame
+    monkeypatch.setattr(schema, "MAX_CHUNK_BYTES", 2 * 6 * 6 * 2 * 4)  # a chunk holds 2 rows of a (12, 6, 6, 2) frame
     rng = np.random.default_rng(2)
     fields = rng.normal(size=(2, 3, 12, 6, 6, 2)).astype(np.float32)
     path = write_trajectory_dataset(tmp_path / "t3.h5", fields, np.arange(3.0), pde={}, solver={},
@@ -277,19 +279,19 @@ def test_a_3d_frame_above_the_limit_is_stored_in_slabs_and_reads_back(tmp_path, 
 
 
 def test_blocks_are_written_a_piece_at_a_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "WRITE_BYTES", 3 * 5 * 5 * 4 * 4)  # three samples of (4, 5, 5, 1) per piece
+    monkeypatch.setattr(write, "WRITE_BYTES", 3 * 5 * 5 * 4 * 4)  # three samples of (4, 5, 5, 1) per piece
     rng = np.random.default_rng(3)
     blocks = [rng.normal(size=(k, 4, 5, 5, 1)) for k in (4, 1, 6)]
     np.save(tmp_path / "b.npy", blocks[2])
     blocks[2] = np.load(tmp_path / "b.npy", mmap_mode="r")
     written = []
-    original = store._write_blocks
-    monkeypatch.setattr(store.h5py.Dataset, "__setitem__",
+    original = write._write_blocks
+    monkeypatch.setattr(h5py.Dataset, "__setitem__",
                         lambda self, key, value, setitem=h5py.Dataset.__setitem__: written.append(len(value))
                         or setitem(self, key, value))
     path = write_trajectory_dataset(tmp_path / "t.h5", blocks, np.arange(4.0), pde={}, solver={},
                                     domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0, channels=["w"])
-    assert original is store._write_blocks and written[:4] == [3, 1, 1, 3] and max(written[:-1]) <= 3
+    assert original is write._write_blocks and written[:4] == [3, 1, 1, 3] and max(written[:-1]) <= 3
     np.testing.assert_array_equal(read_fields(path, slice(None)),
                                   np.concatenate(blocks).astype(np.float32))
 
@@ -322,3 +324,24 @@ def test_further_sample_first_datasets_are_stored_beside_and_checked(tmp_path):
         with pytest.raises(DataError, match=f"further dataset '{name}' must have a name of its own and 3 samples"):
             store.write_operator_dataset(tmp_path / "q.h5", x, y, datasets={name: value}, **common)
     assert not (tmp_path / "q.h5").exists()
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "store"
+
+
+def test_files_written_by_the_previous_layout_of_the_store_still_read():
+    """tests/fixtures/store/ holds files written by the single-module store (operator and trajectory, one with a
+    further dataset), and contents.npz their arrays."""
+    want = np.load(FIXTURES / "contents.npz")
+    operator, trajectory = FIXTURES / "operator.h5", FIXTURES / "trajectory.h5"
+    info = verify_file(operator)
+    assert (info.kind, info.n_samples, info.spatial_shape, info.seed) == ("operator", 3, (8, 8), 7)
+    assert info.input_channels == ["a"] and info.target_channels == ["u", "v"]
+    assert info.domain["grid"] == ["periodic", "nodes"]
+    x, y = read_arrays(operator, slice(None))
+    np.testing.assert_array_equal(x, want["input"])
+    np.testing.assert_array_equal(y, want["target"])
+    info = verify_file(trajectory)
+    assert (info.kind, info.n_samples, info.spatial_shape, info.times) == ("trajectory", 2, (6,), (0.0, 0.5, 1.0, 1.5))
+    np.testing.assert_array_equal(read_fields(trajectory, slice(None)), want["fields"])
+    assert read_block(trajectory, "bound").shape == (2, 3)

@@ -48,7 +48,7 @@ def test_streamed_windows_are_the_split_held_whole(heat_file):
     assert len(streamed) == 6 and streamed.n_times == whole.n_times == 6 and streamed.resolution == (8, 8)
     assert streamed.layout.nbytes == whole.fields.nbytes
     pairs = streamed.window_starts(2, 3, "all", None)
-    for got, want in zip(streamed.window(pairs, 2, 3), whole.window(pairs, 2, 3)):
+    for got, want in zip(streamed.fetch(pairs, 2, 3), whole.fetch(pairs, 2, 3)):
         assert torch.equal(got, want)
     assert torch.equal(torch.cat(list(streamed.chunks(size=4))), whole.fields)
 

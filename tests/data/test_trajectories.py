@@ -26,7 +26,7 @@ def test_windows_are_channel_last_with_time_before_channels(heat_file):
     split = load_trajectories(heat_file, "train", **SIZES)
     pairs = split.window_starts(t_in=3, span=2, mode="all", generator=None)
     assert len(pairs) == 6 * (12 - 3 - 2 + 1)
-    x, y = split.window(torch.tensor([[4, 5]]), t_in=3, span=2)
+    x, y = split.fetch(torch.tensor([[4, 5]]), t_in=3, span=2)
     assert x.shape == (1, 16, 16, 3, 1) and y.shape == (1, 16, 16, 2, 1)
     torch.testing.assert_close(x[0, :, :, 1], split.fields[4, 6])
     torch.testing.assert_close(y[0, :, :, 0], split.fields[4, 8])

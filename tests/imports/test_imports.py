@@ -49,7 +49,7 @@ def convert(fmt, name, **options):
     if fmt == "dpot":
         imported.source = dpot.read_dpot(path)[0]
     elif fmt == "neuraloperator":
-        imported.source = neuraloperator.read_neuraloperator(path)[0]
+        imported.source = neuraloperator.read_neuraloperator_weights(path)[0]
     else:
         imported.source = galerkin.read_galerkin(path, options.get("config"))[0]
     return imported
@@ -366,14 +366,14 @@ def test_neuraloperator_outputs_equal_the_package(name):
 
 def test_neuraloperator_metadata_is_read_without_importing_it(tmp_path):
     """The fixture's _metadata names torch.nn.functional.relu and neuralop's SpectralConv: read as placeholders."""
-    _, metadata = neuraloperator.read_neuraloperator(FIXTURES / "fno2d_small.pt")
+    _, metadata = neuraloperator.read_neuraloperator_weights(FIXTURES / "fno2d_small.pt")
     assert metadata["n_modes"] == (6, 4) and repr(metadata["conv_module"]) != "SpectralConv"
     assert "neuralop" not in __import__("sys").modules
-    config, notes = neuraloperator.infer_config(*neuraloperator.read_neuraloperator(FIXTURES / "fno2d_small.pt"),
-                                                 "fno.pt")
+    weights = neuraloperator.read_neuraloperator_weights(FIXTURES / "fno2d_small.pt")
+    config, notes = neuraloperator.infer_config(*weights, "fno.pt")
     assert config == {"name": "fno2d", "in_channels": 1, "out_channels": 1, "width": 6, "modes": 3, "n_layers": 2,
                       "projection_width": 12, "activation": "relu", "length": 1.0, "periodic": True}
-    state, metadata = neuraloperator.read_neuraloperator(FIXTURES / "fno1d_small.pt")
+    state, metadata = neuraloperator.read_neuraloperator_weights(FIXTURES / "fno1d_small.pt")
     gelu = tmp_path / "gelu.pt"
     torch.save({**state, "_metadata": {**metadata, "non_linearity": torch.nn.functional.gelu,
                                        "conv_module": None}}, gelu)

@@ -20,7 +20,8 @@ from opformer.config import InitConfig, config_from_dict, config_to_dict
 from opformer.data.store import read_arrays
 from opformer.errors import CheckpointError
 from opformer.imports import import_run
-from opformer.imports.repository import FORMAT_VERSION, export_run, import_repository
+from opformer.imports.export import FORMAT_VERSION, export_run
+from opformer.imports.repository import import_repository
 from opformer.models.registry import build_model
 from opformer.runs import load_checkpoint, load_checkpoint_surrogate, load_run_config
 from opformer.train.transfer import initialize
@@ -210,7 +211,7 @@ def test_fine_tuning_init_takes_an_exported_and_imported_dpot(tmp_path):
 
 def test_tensors_sharing_memory_are_written_as_copies(tmp_path):
     """safetensors refuses tensors that share memory (tied weights, views): each is written on its own."""
-    from opformer.imports.repository import _unshared
+    from opformer.imports.export import _unshared
 
     base = torch.arange(6.0)
     state = {"a": base, "tied": base, "view": base[2:4], "t": torch.ones(2, 3).t()}

@@ -64,7 +64,7 @@ def test_a_set_stop_ends_the_burgers_solver():
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_a_worker_process_ends_when_its_parent_is_killed():
     code = ("import os, time\n"
-            "from opformer.pde.parallel import exit_with_parent\n"
+            "from opformer.processes import exit_with_parent\n"
             "pid = os.fork()\n"
             "if pid == 0:\n"
             "    exit_with_parent(0.05)\n"

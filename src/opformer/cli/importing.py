@@ -52,7 +52,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``opformer export RUN DIR``: the run's best checkpoint as a model repository."""
-    from opformer.imports.repository import export_run
+    from opformer.imports.export import export_run
 
     writable_folder("DIR", args.dir, Path(args.dir), create=True)
     out = export_run(args.run, args.dir, args.metrics)

@@ -1,6 +1,6 @@
 """Convert a published data set (a layout of :mod:`opformer.data.readers.registry`) to opformer's format.
 
-The reader is asked for samples in chunks of about ``CHUNK_BYTES`` (time-major files: a frame of every sample
+The reader is asked for samples in chunks of about ``READ_BYTES`` (time-major files: a frame of every sample
 at a time); they go to a scratch file beside the output (a memory map, removed afterwards), which the store's
 writer then writes atomically. Memory therefore holds about one chunk (plus, for formats that cannot be read in
 parts — v5 ``.mat``, ``.pt``, ``.npz`` — the reader's whole file), and the disk needs room for the output twice
@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from opformer.data.readers.registry import open_source
-from opformer.data.readers.source import OPERATOR, Source
+from opformer.data.readers.source import Source
 from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError, DataError
 from opformer.io import atomic_path
+from opformer.kinds import OPERATOR
 
 #: The seed of a converted file: unknown (the data were drawn by someone else's code).
 UNKNOWN_SEED = -1

@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from opformer.data.parts import SampleParts
+from opformer.data.generation_chunks import GenerationChunks
 from opformer.data.store import write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError
 from opformer.grids import PERIODIC
-from opformer.pde.registry import OPERATOR, PDE, lookup
+from opformer.kinds import OPERATOR
+from opformer.pde.registry import PDE, lookup
 from opformer.runtime import retain_freed_memory
 
 
@@ -24,7 +25,7 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
     ``flags`` are the PDE's settings (``resolution`` and those its registry entry names; ``None`` or absent:
     the generator's default); any other flag is a ``ConfigError``. ``progress`` is called with the number of
     samples each step finished. Trajectories are solved ``chunk`` samples at a time (default: the entry's) and
-    each finished chunk is kept in :class:`SampleParts` beside ``out``, so an interrupted run started again
+    each finished chunk is kept in :class:`GenerationChunks` beside ``out``, so an interrupted run started again
     with the same arguments resumes; sample ``i`` is the same whatever the chunking.
     """
     entry = lookup(pde)
@@ -42,7 +43,7 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
     if chunk is not None and chunk < 1:
         raise ConfigError(f"chunk {chunk}: expected a positive number of samples per chunk")
     chunk = chunk or entry.chunk
-    parts = SampleParts(out, {"pde": pde, "samples": samples, "chunk": chunk, **settings, "seed": seed})
+    parts = GenerationChunks(out, {"pde": pde, "samples": samples, "chunk": chunk, **settings, "seed": seed})
     firsts = range(0, samples, chunk)
     for first in firsts:
         count = min(chunk, samples - first)

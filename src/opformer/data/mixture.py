@@ -26,6 +26,7 @@ from opformer.data.streaming import cache_share, fits
 from opformer.data.trajectories import frames_last
 from opformer.errors import ConfigError, DataError
 from opformer.grids import PERIODIC, axis_kinds
+from opformer.kinds import TRAJECTORY
 from opformer.validate import GridSize, NonNegativeInt, PositiveFloat, PositiveInt
 
 #: How members are drawn: ``weight`` (probability proportional to the weight, the DPOT paper) or
@@ -150,7 +151,7 @@ def _load_member(spec: MixtureSpec, index: int, ndim: int | None, where: str,
         info = read_info(member.path)
     except DataError as exc:
         raise DataError(f"{where}.path: {exc}") from None
-    if info.kind != "trajectory":
+    if info.kind != TRAJECTORY:
         raise DataError(f"{where}.path: {info.path} is an {info.kind} data set; a mixture takes trajectory data sets")
     if ndim is not None and info.ndim != ndim:
         raise DataError(f"{where}.path: {info.path} is {info.ndim}D but the first member is {ndim}D; a mixture's "
@@ -280,7 +281,7 @@ class Mixture:
         start = (uniform[:, 1] * n_start[member]).long()
         return torch.stack([member, trajectory, start], dim=1)
 
-    def batch(self, draws: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def fetch(self, draws: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The windows of ``draws`` (rows of :meth:`draws`), channels padded: (context, future, mask, member)."""
         device = self.members[0].train.device
         draws = draws.cpu()  # which rows come from which member is decided on the host: no device read
@@ -320,7 +321,7 @@ class Mixture:
                 ) -> Iterator[tuple[torch.Tensor, ...]]:
         """The epoch's global batches of windows (see :meth:`draws` for the generator)."""
         for draws in self.plan(epoch, batch_size, generator):
-            yield self.batch(draws)
+            yield self.fetch(draws)
 
     def stored_split(self, index: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A member's ``val`` or ``test`` trajectories on its stored grid ``(sample, time, *stored, C)``, channels

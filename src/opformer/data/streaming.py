@@ -120,7 +120,7 @@ class StreamedTrajectories(TrajectorySplit):
         block = torch.from_numpy(self.file.read("fields", (trajectories, frames)))
         return restrict(block, 2 if isinstance(trajectories, slice) else 1, layout.stride, axis_kinds(self.info.domain))
 
-    def window(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def fetch(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Context and future frames of the (trajectory, first frame) pairs, read from disk."""
         step = self.layout.time_stride
         frames = [self._read(trajectory, slice(first * step, (first + t_in + span - 1) * step + 1, step))

@@ -19,6 +19,7 @@ from opformer.data.pairs import split_range
 from opformer.grids import axis_kinds, restrict, restricted_shape, stride_for
 from opformer.data.store import DatasetInfo, open_dataset_file, read_info
 from opformer.errors import DataError
+from opformer.kinds import TRAJECTORY
 
 
 READ_CHUNK = 16  #: trajectories read (and strided) at once when a split is loaded
@@ -65,7 +66,7 @@ class TrajectorySplit:
         grid = torch.cartesian_prod(torch.arange(len(self)), torch.arange(count))
         return grid.reshape(-1, 2)
 
-    def window(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def fetch(self, pairs: torch.Tensor, t_in: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Context ``(b, *spatial, t_in, c)`` and future ``(b, *spatial, span, c)`` frames of the pairs, on the
         split's device."""
         pairs = pairs.to(self.fields.device, non_blocking=True)
@@ -89,7 +90,7 @@ class TrajectorySplit:
                 generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches of windows; shuffled when a generator is given, in order otherwise."""
         for pairs in self.plan(batch_size, t_in, span, mode, generator):
-            yield self.window(pairs, t_in, span)
+            yield self.fetch(pairs, t_in, span)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def trajectory_layout(path: str | os.PathLike, split: str, *, n_train: int, n_va
     """The layout of one split of a trajectory data set, strided to ``resolution`` points per axis and in time
     (one-line errors for a file of another kind, too few samples or a resolution that is no sub-grid)."""
     info = read_info(path)
-    if info.kind != "trajectory":
+    if info.kind != TRAJECTORY:
         raise DataError(f"{info.path}: is an {info.kind} data set; rollout training needs a trajectory data set")
     samples = split_range(split, n_train, n_val, n_test, info.n_samples, info.path)
     kinds = axis_kinds(info.domain)

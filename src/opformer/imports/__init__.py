@@ -8,7 +8,8 @@ the FactFormer authors' checkpoints with their YAML config), ``galerkin-transfor
 (:mod:`opformer.imports.neuraloperator`, FNO 1D/2D). Each reads the file without unpickling code, infers (or is
 given) the model's configuration, and maps the tensors key by key onto opformer's model; any unknown or missing
 key or wrong shape is a one-line error naming the first, and then nothing is written. ``opformer``
-(:mod:`opformer.imports.repository`) reads back a model repository that ``opformer export`` wrote.
+(:mod:`opformer.imports.repository`) reads back a model repository that ``opformer export``
+(:mod:`opformer.imports.export`) wrote.
 
 The run directory (:func:`write_run`) is the one training writes, so ``evaluate``, ``predict``, ``plot``,
 ``bench --models RUN`` and fine-tuning (``init: {checkpoint: RUN}``) take it: ``config.yaml`` (the model, its
@@ -114,7 +115,7 @@ def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None
         data = _signature(1, 512, model["in_channels"], model["out_channels"], fmt)
         return Imported(model, galerkin.convert(state, model, where), data, preset, notes)
     if fmt == "neuraloperator":
-        state, metadata = neuraloperator.read_neuraloperator(path)
+        state, metadata = neuraloperator.read_neuraloperator_weights(path)
         model, notes = neuraloperator.infer_config(state, metadata, where)
         ndim = int(model["name"][3])
         data = _signature(ndim, 512 if ndim == 1 else 64, model["in_channels"], model["out_channels"], fmt)

@@ -52,7 +52,7 @@ def _inert(name: str) -> bool:
     return name.startswith(("torch.nn.functional.", "torch.", "neuralop."))
 
 
-def read_neuraloperator(path: Path) -> tuple[dict[str, Tensor], dict[str, Any] | None]:
+def read_neuraloperator_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, Any] | None]:
     """The tensors of a neuraloperator state dict and its ``_metadata`` (None if absent)."""
     payload = read_weights(path, inert=_inert)
     if not isinstance(payload, Mapping):

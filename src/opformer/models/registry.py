@@ -26,25 +26,29 @@ from opformer.validate import check_arguments
 @dataclass(frozen=True)
 class ModelEntry:
     """What a registry name builds: ``cls`` with the arguments the name ``fixes`` (e.g. the spatial dimension;
-    not keys of the name's config) and the name's own ``defaults`` where they differ from the class's."""
+    not keys of the name's config) and the name's own ``defaults`` where they differ from the class's;
+    ``follows_grid``: a run configured from its data takes the model's ``periodic`` from the data's grid kinds
+    where the model section leaves it out (:func:`opformer.config.grid_defaults`)."""
 
     cls: type[nn.Module]
     fixes: Mapping[str, Any] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    follows_grid: bool = False
 
 
 MODELS: dict[str, ModelEntry] = {
     "galerkin_transformer_1d": ModelEntry(GalerkinTransformer1d),
     "galerkin_transformer_2d": ModelEntry(GalerkinTransformer2d),
-    "fno1d": ModelEntry(FNO, {"ndim": 1, "output_size": None}),  # block averages (output_size) are 2D
-    "fno2d": ModelEntry(FNO, {"ndim": 2}, {"width": 32, "modes": 12, "periodic": False}),
+    # block averages (output_size) are 2D
+    "fno1d": ModelEntry(FNO, {"ndim": 1, "output_size": None}, follows_grid=True),
+    "fno2d": ModelEntry(FNO, {"ndim": 2}, {"width": 32, "modes": 12, "periodic": False}, follows_grid=True),
     # time-dependent baselines: (batch, *spatial, t_in, c) -> (batch, *spatial, t_out, c)
-    "fno2d_time": ModelEntry(FNOTime, {"ndim": 2}),
-    "fno3d_time": ModelEntry(FNOTime, {"ndim": 3}, {"width": 20, "modes": 8}),
-    "ffno2d": ModelEntry(FFNO, {"ndim": 2}),
-    "ffno3d": ModelEntry(FFNO, {"ndim": 3}),
-    "dil_resnet2d": ModelEntry(DilResNet, {"ndim": 2}),
-    "dil_resnet3d": ModelEntry(DilResNet, {"ndim": 3}),
+    "fno2d_time": ModelEntry(FNOTime, {"ndim": 2}, follows_grid=True),
+    "fno3d_time": ModelEntry(FNOTime, {"ndim": 3}, {"width": 20, "modes": 8}, follows_grid=True),
+    "ffno2d": ModelEntry(FFNO, {"ndim": 2}, follows_grid=True),
+    "ffno3d": ModelEntry(FFNO, {"ndim": 3}, follows_grid=True),
+    "dil_resnet2d": ModelEntry(DilResNet, {"ndim": 2}, follows_grid=True),
+    "dil_resnet3d": ModelEntry(DilResNet, {"ndim": 3}, follows_grid=True),
     # FactFormer (docs/models.md): latent marching in 2D/3D, and a steady 2D version (Darcy)
     "factformer2d": ModelEntry(FactFormerTime, {"ndim": 2}),
     "factformer3d": ModelEntry(FactFormerTime, {"ndim": 3},
@@ -55,6 +59,8 @@ MODELS: dict[str, ModelEntry] = {
     "dpot2d": ModelEntry(DPOT, {"ndim": 2}),
     "dpot3d": ModelEntry(DPOT, {"ndim": 3}),
 }
+#: The models that follow the data's grid kinds (``periodic``, per axis) where the model section leaves them out.
+GRID_MODELS = frozenset(name for name, entry in MODELS.items() if entry.follows_grid)
 
 _DPOT_PAPER = {"name": "dpot2d", "t_in": 10, "t_out": 1, "in_channels": 4, "patch_size": 8, "grid_size": 128,
                "n_classes": 12}

@@ -19,6 +19,7 @@ import scipy.fft
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
 from opformer.pde.parallel import check_stop, thread_imap, thread_map
+from opformer.pde.spectral import etdrk4_coefficients
 
 #: Solve grid for the paper's data (nu = 0.1 / (2 pi), GRF N(0, 625 (-Laplacian + 25 I)^-2)):
 #: 64 de-aliased modes; measured spatial error < 1e-10 relative (docs/solvers.md).
@@ -29,29 +30,10 @@ DEFAULT_DT = 1e-3
 #: max|u0| bounds the speed at all times).  The time error grows like its 4th power: measured
 #: 1.1e-6 relative at 1.06e-2 (paper data, dt = 2e-3), so ~3.5e-7 at this bound.
 MAX_ADVECTIVE_STEP = 8e-3
-#: Points on the contour for the phi-function evaluation.
-CONTOUR_POINTS = 32
 #: GRF of the paper's initial data: N(0, sigma^2 (-Laplacian + tau^2 I)^-alpha) without the constant
 #: mode, as in the data of Li et al. that the paper used. (A mean c only translates the solution,
 #: u(x, t) = c + w(x - c t, t), by Galilean invariance; the paper's data have none.)
 PAPER_GRF = {"type": "grf", "alpha": 2.0, "tau": 5.0, "sigma": 25.0, "zero_mean": True}
-
-
-def etdrk4_coefficients(linear: np.ndarray, dt: float) -> tuple[np.ndarray, ...]:
-    """ETDRK4 coefficients ``(E, E2, Q, f1, f2, f3)`` for a diagonal real linear operator.
-
-    The phi functions are means over a circle of radius 1 around each ``dt * linear``
-    (Kassam & Trefethen), which avoids the cancellation of the closed forms near zero.
-    """
-    hl = dt * linear
-    roots = np.exp(1j * np.pi * (np.arange(1, CONTOUR_POINTS + 1) - 0.5) / CONTOUR_POINTS)
-    r = hl[..., None] + roots
-    er = np.exp(r)
-    q = dt * np.real(np.mean((np.exp(r / 2) - 1) / r, axis=-1))
-    f1 = dt * np.real(np.mean((-4 - r + er * (4 - 3 * r + r**2)) / r**3, axis=-1))
-    f2 = dt * np.real(np.mean((2 + r + er * (r - 2)) / r**3, axis=-1))
-    f3 = dt * np.real(np.mean((-4 - 3 * r - r**2 + er * (4 - r)) / r**3, axis=-1))
-    return np.exp(hl), np.exp(hl / 2), q, f1, f2, f3
 
 
 def _modes_from_grid(u: np.ndarray, n_modes: int) -> np.ndarray:

@@ -29,8 +29,8 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.pde.finite_volume import march_frames, muscl_faces, rkl2_stages, rkl2_step, ssp_rk2_step
-from opformer.pde.navier_stokes import check_positive, frame_times, solve_samples
 from opformer.pde.parallel import thread_map
+from opformer.pde.samples import check_positive, frame_times, solve_samples
 
 #: PDEBench CFD: a monatomic ideal gas on the periodic unit square, frames every 0.05 up to t = 1.
 GAMMA = 5.0 / 3.0

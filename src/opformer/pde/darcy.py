@@ -38,7 +38,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from opformer.pde.grf import cosine_synthesis, neumann_grf_variances
-from opformer.pde.parallel import exit_with_parent
+from opformer.processes import exit_with_parent
 
 #: Relative residual ``|f - A u| / |f|`` at which the AMG-preconditioned CG stops.
 DEFAULT_TOLERANCE = 1e-10

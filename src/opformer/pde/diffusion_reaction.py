@@ -18,8 +18,8 @@ import numpy as np
 import scipy.fft
 
 from opformer.errors import ConfigError
-from opformer.pde.navier_stokes import check_positive, check_resolution, frame_steps, frame_times, solve_samples
 from opformer.pde.parallel import check_stop, thread_map
+from opformer.pde.samples import check_positive, check_resolution, frame_steps, frame_times, solve_samples
 
 #: PDEBench's 2D diffusion-reaction parameters (also DPOT's): diffusivities of u and v, the reaction constant.
 DU, DV, K = 1e-3, 5e-3, 5e-3

@@ -12,14 +12,8 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
-from opformer.pde.navier_stokes import (
-    check_positive,
-    check_resolution,
-    frame_times,
-    solve_navier_stokes_2d,
-    solve_samples,
-    solver_settings,
-)
+from opformer.pde.navier_stokes import solve_navier_stokes_2d, vorticity_solver_settings
+from opformer.pde.samples import check_positive, check_resolution, frame_times, solve_samples
 
 LENGTH = 2.0 * np.pi
 #: Random initial vorticity before the spin-up: N(0, sigma^2 (-Laplacian + 16 I)^-2.5), mean removed
@@ -106,6 +100,6 @@ def generate_kolmogorov(
             "times": times.tolist(),
             "channels": ["vorticity"],
         },
-        "solver": solver_settings(solve_resolution, dt),
+        "solver": vorticity_solver_settings(solve_resolution, dt),
     }
     return out, settings

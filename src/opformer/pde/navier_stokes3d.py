@@ -22,19 +22,9 @@ import scipy.fft
 
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
-from opformer.pde.navier_stokes import (
-    check_positive,
-    check_resolution,
-    dealias_mask,
-    etdrk4_frames,
-    frame_times,
-    from_grid,
-    resize_spectrum,
-    solve_samples,
-    solver_settings,
-    to_grid,
-    wavenumbers,
-)
+from opformer.pde.samples import check_positive, check_resolution, frame_times, solve_samples
+from opformer.pde.spectral import (dealias_mask, etdrk4_frames, from_grid, resize_spectrum, solver_settings, to_grid,
+                                   wavenumbers)
 
 LENGTH = 2.0 * np.pi
 #: FFTs (of one real N^3 field) per ETDRK4 step: 4 stages x (6 inverse + 3 forward).
@@ -89,7 +79,7 @@ def solve_navier_stokes_3d(
     ``u0`` holds point values (axis order x, y, z) on the grid ``x_i = i L / n``; its projection on the
     de-aliased divergence-free modes is frame 0.  ``epsilon > 0`` switches on the constant-power forcing of
     the modes ``0 < |k| L / (2 pi) <= forcing_wavenumber``.  Steps ``<= dt`` divide each frame interval.
-    Raises ``ConfigError`` for bad arguments or if the CFL number exceeds ``navier_stokes.MAX_CFL`` at a frame.
+    Raises ``ConfigError`` for bad arguments or if the CFL number exceeds ``spectral.MAX_CFL`` at a frame.
     """
     u0 = np.asarray(u0, dtype=np.float64)
     times = np.atleast_1d(np.asarray(times, dtype=np.float64))

@@ -1,20 +1,16 @@
-"""Running a solver on several threads or processes so that it stops when asked.
-
-Threads: :func:`thread_map` hands every call a ``stop`` event, which the time-stepping loops poll once a step
-(:func:`check_stop`); when the caller is interrupted (Ctrl-C, SIGTERM) the running calls stop within one
-step, instead of the pool waiting for whole chunks (minutes to hours at default sizes).
-
-Processes: :func:`exit_with_parent` makes a worker process end itself when its parent is gone, so a
-``kill -9`` of ``opformer generate`` never leaves solver processes running.
+"""Running a solver on several threads so that it stops when asked: :func:`thread_map` hands every call a
+``stop`` event, which the time-stepping loops poll once a step (:func:`check_stop`); when the caller is
+interrupted (Ctrl-C, SIGTERM) the running calls stop within one step, instead of the pool waiting for whole
+chunks (minutes to hours at default sizes). Worker processes that end with their parent:
+:mod:`opformer.processes`.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -59,15 +55,3 @@ def thread_map(function: Callable[[Item, threading.Event], Result], items: Seque
     """The results of :func:`thread_imap` as a list."""
     return list(thread_imap(function, items, workers, stop))
 
-
-def _watch_parent(parent: int, interval: float) -> None:
-    while os.getppid() == parent:
-        threading.Event().wait(interval)
-    os._exit(1)  # the parent died (its children are re-parented): nobody will read our results
-
-
-def exit_with_parent(interval: float = 1.0) -> Any:
-    """Start a daemon thread in a worker process that ends the process once its parent has gone."""
-    watcher = threading.Thread(target=_watch_parent, args=(os.getppid(), interval), daemon=True)
-    watcher.start()
-    return watcher

@@ -12,7 +12,7 @@ generators also with ``first=``, the first sample of a resumable chunk) and retu
 (kind ``TRAJECTORY``: ``(sample, time, *grid, channel)``, ``settings["pde"]`` holding ``length``, ``times``
 and ``channels``); ``settings`` is the JSON-serialisable ``{"pde": ..., "solver": ...}`` stored in the file.
 A trajectory generator may list values drawn per sample in ``settings["pde"]["per_sample"]`` (``{name: [one
-value per sample]}``); the chunks of a resumable run are joined in sample order (``data.parts``).
+value per sample]}``); the chunks of a resumable run are joined in sample order (``data.generation_chunks``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, NODES, PERIODIC
+from opformer.kinds import OPERATOR, TRAJECTORY
 from opformer.pde.burgers import generate_burgers
 from opformer.pde.compressible_ns import generate_compressible_ns
 from opformer.pde.darcy import generate_darcy
@@ -36,9 +37,6 @@ from opformer.pde.navier_stokes3d import generate_turbulence3d
 from opformer.pde.shallow_water import generate_shallow_water
 from opformer.pde.smoke import generate_smoke, generate_smoke_conditioned
 from opformer.pde.smoke3d import generate_smoke3d
-
-#: Data kinds, as the stored file's ``kind`` attribute names them.
-OPERATOR, TRAJECTORY = "operator", "trajectory"
 
 
 @dataclass(frozen=True)

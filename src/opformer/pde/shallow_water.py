@@ -20,8 +20,8 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.pde.finite_volume import march_frames, muscl_faces, ssp_rk2_step
-from opformer.pde.navier_stokes import check_positive, frame_times, solve_samples
 from opformer.pde.parallel import thread_map
+from opformer.pde.samples import check_positive, frame_times, solve_samples
 
 #: PDEBench SWE (``2D_rdb_NA_NA.h5``): domain (-2.5, 2.5)^2, g = 1, depth 2 inside a circle of radius
 #: r ~ U(0.3, 0.7) about the origin (cell centres with distance <= r), 1 outside, at rest; t in [0, 1].

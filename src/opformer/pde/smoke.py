@@ -34,8 +34,8 @@ import scipy.fft
 
 from opformer.errors import ConfigError
 from opformer.pde.diffusion_reaction import neumann_eigenvalues
-from opformer.pde.navier_stokes import check_positive, check_resolution, solve_samples
 from opformer.pde.parallel import check_stop, thread_map
+from opformer.pde.samples import check_positive, check_resolution, solve_samples
 
 #: PDEArena's NavierStokes2D (``pdedatagen/configs/navierstokes2dsmoke.yaml``): box side, viscosity, buoyancy,
 #: time step ((102 - 18) / 56), steps before the first stored frame, steps after.

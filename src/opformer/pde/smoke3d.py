@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from opformer.pde.navier_stokes import check_positive, check_resolution, solve_samples
 from opformer.pde.parallel import thread_map
+from opformer.pde.samples import check_positive, check_resolution, solve_samples
 from opformer.pde.smoke import CELL_VELOCITY, CLOSED_BOX, NOISE_MODES, frame_steps, initial_smoke, solve_smoke
 
 #: The authors' ``dataset/3d_smoke.py``: box side, viscosity, buoyancy (along z), time step, steps skipped before

@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from opformer.data.streaming import worker_count
-from opformer.pde.parallel import exit_with_parent
+from opformer.processes import exit_with_parent
 from opformer.train.distributed import Context, Part
 from opformer.train.strategies import StepDraws
 from opformer.train.tasks import Task

@@ -26,6 +26,7 @@ from opformer.data.streaming import StreamedPairs, StreamedTrajectories, cache_s
 from opformer.data.trajectories import TrajectorySplit, load_trajectories, trajectory_layout
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
+from opformer.kinds import TRAJECTORY
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part
@@ -250,7 +251,7 @@ class TrajectoryTask:
         """The model must take ``t_in`` frames and return ``t_out`` frames on the data's grid."""
         rollout = self.config.rollout
         _check_time_sizes(model, rollout)
-        x, y = self.train.window(torch.zeros(1, 2, dtype=torch.long), rollout.t_in, rollout.t_out)
+        x, y = self.train.fetch(torch.zeros(1, 2, dtype=torch.long), rollout.t_in, rollout.t_out)
         _check_output(model, x, tuple(y.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
     def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -272,7 +273,7 @@ class TrajectoryTask:
 
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The (context, future) windows of the pairs ``index``."""
-        return self.train.window(index, self.config.rollout.t_in, self.span)
+        return self.train.fetch(index, self.config.rollout.t_in, self.span)
 
     def train_nbytes(self) -> int:
         """Bytes of the training trajectories."""
@@ -365,7 +366,7 @@ class MixtureTask:
         """The model must take ``t_in`` frames of every channel and return ``t_out`` frames on the training grid."""
         rollout = self.config.rollout
         _check_time_sizes(model, rollout)
-        context, future, _, _ = self.mixture.batch(torch.zeros(1, 3, dtype=torch.long))
+        context, future, _, _ = self.mixture.fetch(torch.zeros(1, 3, dtype=torch.long))
         _check_output(model, context, tuple(future.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
     def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -382,7 +383,7 @@ class MixtureTask:
 
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(context, future, mask, member) of the draws ``index``."""
-        return self.mixture.batch(index)
+        return self.mixture.fetch(index)
 
     def train_nbytes(self) -> int:
         """Bytes of the members' training trajectories."""
@@ -431,5 +432,5 @@ def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask:
     if not config.data.path:
         raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
     kind = read_info(config.data.path).kind
-    return TrajectoryTask(config) if kind == "trajectory" else OperatorTask(config)
+    return TrajectoryTask(config) if kind == TRAJECTORY else OperatorTask(config)
 

@@ -113,7 +113,7 @@ def test_read_in_chunks_across_files_equals_one_read(tmp_path, layouts, monkeypa
     """Converted two samples at a time (chunks that straddle the files), the file equals one whole read."""
     paths = [layouts.the_well(tmp_path / f"{i}.hdf5", samples=3, seed=i) for i in range(2)]
     (whole,) = read_the_well(paths).read(0, 6)
-    monkeypatch.setattr(source, "CHUNK_BYTES", 2 * whole[0].nbytes)
+    monkeypatch.setattr(source, "READ_BYTES", 2 * whole[0].nbytes)
     calls = []
     original = convert._copy_samples
     monkeypatch.setattr(convert, "_copy_samples", lambda src, arrays, label: (

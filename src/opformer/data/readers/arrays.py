@@ -18,7 +18,8 @@ import numpy as np
 
 from opformer.errors import ConfigError, DataError
 from opformer.grids import PERIODIC
-from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source, channel_names, domain, finite
+from opformer.data.readers.source import Source, channel_names, domain, finite
+from opformer.kinds import OPERATOR, TRAJECTORY
 
 OPERATOR_KEYS = (("x", "y"), ("input", "target"))
 FIELD_KEYS, TIME_KEYS = ("fields", "u"), ("times", "t")

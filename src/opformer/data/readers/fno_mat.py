@@ -22,8 +22,8 @@ import numpy as np
 from opformer.errors import DataError
 from opformer.grids import PERIODIC
 from opformer.data.readers.matv5 import load_v5
-from opformer.data.readers.source import (
-    TRAJECTORY, Source, dataset, domain, finite, open_hdf5, read_slice, tidy)
+from opformer.data.readers.source import Source, dataset, domain, finite, open_hdf5, read_slice, tidy
+from opformer.kinds import TRAJECTORY
 
 LAYOUT = "u (N, X, Y, T) and a (N, X, Y)"
 

@@ -19,8 +19,8 @@ from opformer.data.readers.arrays import pairs_source
 from opformer.data.readers.source import Source
 
 
-def read_neuraloperator(path: Path, lengths: Sequence[float] | None = None,
-                        grid: Sequence[str] | None = None) -> Source:
+def read_neuraloperator_data(path: Path, lengths: Sequence[float] | None = None,
+                             grid: Sequence[str] | None = None) -> Source:
     """A neuraloperator ``.pt`` file as operator pairs: input ``a`` from ``x``, target ``u`` from ``y``."""
     import pickle
 

@@ -1,7 +1,7 @@
 """opformer's own data files, read to be written again in the current layout (``opformer convert opformer OLD.h5
 --out NEW.h5``): a file written before chunk checksums (hashed whole on every first open in a process) becomes
 one that reads check chunk by chunk. Samples, times, domain, settings, seed and extra attributes are kept; the
-samples are read about :data:`~opformer.data.readers.source.CHUNK_BYTES` at a time, like any reader's."""
+samples are read about :data:`~opformer.data.readers.source.READ_BYTES` at a time, like any reader's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from opformer.data.readers.source import OPERATOR, Source
+from opformer.data.readers.source import Source
 from opformer.data.store import open_dataset_file, read_block
+from opformer.kinds import OPERATOR
 
 
 def read_opformer(path: Path) -> Source:

@@ -20,8 +20,8 @@ import numpy as np
 from opformer.errors import ConfigError, DataError
 from opformer.grids import CELLS
 from opformer.data.readers.source import (
-    TRAJECTORY, Source, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy,
-    uniform_spacing)
+    Source, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy, uniform_spacing)
+from opformer.kinds import TRAJECTORY
 
 SPLITS = ("train", "valid", "test")
 KEYS = ("u", "vx", "vy")

@@ -32,8 +32,8 @@ import numpy as np
 from opformer.errors import DataError
 from opformer.grids import CELLS, PERIODIC
 from opformer.data.readers.source import (
-    TRAJECTORY, Source, channel_names, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy,
-    uniform_spacing)
+    Source, channel_names, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy, uniform_spacing)
+from opformer.kinds import TRAJECTORY
 
 CFD_KEYS = ("Vx", "Vy", "density", "pressure")
 CFD_CHANNELS = ["vx", "vy", "density", "pressure"]

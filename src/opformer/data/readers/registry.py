@@ -16,12 +16,13 @@ from opformer.errors import ConfigError
 from opformer.grids import GRID_KINDS
 from opformer.data.readers.arrays import read_arrays
 from opformer.data.readers.fno_mat import read_fno_mat
-from opformer.data.readers.neuraloperator import read_neuraloperator
+from opformer.data.readers.neuraloperator import read_neuraloperator_data
 from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
-from opformer.data.readers.source import OPERATOR, TRAJECTORY, Source
+from opformer.data.readers.source import Source
 from opformer.data.readers.the_well import read_the_well
+from opformer.kinds import OPERATOR, TRAJECTORY
 
 
 def _names(text: str) -> list[str]:
@@ -97,7 +98,7 @@ READERS = {
                           "groups 0000.. (cell centres)"),
     "pdearena-ns": Reader(read_pdearena_ns, "PDEArena NavierStokes2D .h5: smoke, vx, vy on [0, 32]^2 (cells)",
                           ("split",)),
-    "neuraloperator": Reader(read_neuraloperator, "neuraloperator .pt dict of tensors x, y (e.g. Darcy 16x16)",
+    "neuraloperator": Reader(read_neuraloperator_data, "neuraloperator .pt dict of tensors x, y (e.g. Darcy 16x16)",
                              ("lengths", "grid")),
     "arrays": Reader(read_arrays, ".npz or .npy input/target arrays or trajectories, domain from --lengths/--grid",
                      ("kind", "keys", "target", "lengths", "grid")),

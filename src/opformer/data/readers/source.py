@@ -15,12 +15,14 @@ import numpy as np
 
 from opformer.errors import DataError
 from opformer.grids import PERIODIC
+from opformer.kinds import OPERATOR, TRAJECTORY  # noqa: F401  (importable from here too)
 
-#: Kinds of stored data set (the ``kind`` attribute of opformer's files).
-OPERATOR, TRAJECTORY = "operator", "trajectory"
 #: Bytes of converted samples a reader is asked for at a time (the memory a conversion holds beyond the
-#: reader's own file: formats that cannot be read in parts are loaded whole).
-CHUNK_BYTES = 64 * 2**20
+#: reader's own file: formats that cannot be read in parts are loaded whole). Not the HDF5 chunk of a stored
+#: file (:data:`opformer.data.store.MAX_CHUNK_BYTES`).
+READ_BYTES = 64 * 2**20
+#: :data:`READ_BYTES` under the name this module has always exported.
+CHUNK_BYTES = READ_BYTES
 
 
 @dataclass
@@ -57,9 +59,9 @@ class Source:
     pde_of: Callable[[int], dict[str, Any]] | None = None
 
     def chunk(self) -> int:
-        """Samples per read: about :data:`CHUNK_BYTES` of converted float32 values, at least one sample."""
+        """Samples per read: about :data:`READ_BYTES` of converted float32 values, at least one sample."""
         per_sample = sum(4 * int(np.prod(shape)) for shape in self.shapes)
-        return max(1, CHUNK_BYTES // max(per_sample, 1))
+        return max(1, READ_BYTES // max(per_sample, 1))
 
 
 def domain(lengths: Sequence[float], kinds: Sequence[str]) -> dict[str, list]:

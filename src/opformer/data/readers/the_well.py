@@ -44,7 +44,8 @@ import numpy as np
 from opformer.errors import ConfigError, DataError
 from opformer.grids import CELLS, NODES, PERIODIC
 from opformer.data.readers.source import (
-    TRAJECTORY, Source, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy, uniform_spacing)
+    Source, dataset, domain, finite, frame_times, open_hdf5, read_slice, tidy, uniform_spacing)
+from opformer.kinds import TRAJECTORY
 
 #: The Well's split folders, in the order their trajectories are stored.
 SPLITS = ("train", "valid", "test")

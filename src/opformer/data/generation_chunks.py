@@ -23,7 +23,7 @@ from opformer.io import atomic_replace, write_atomic
 PER_SAMPLE = "per_sample"
 
 
-class SampleParts:
+class GenerationChunks:
     """The chunk folder of the output ``out`` for the generation settings ``key`` (JSON-serialisable)."""
 
     def __init__(self, out: str | os.PathLike, key: dict[str, Any]) -> None:

@@ -1,0 +1,186 @@
+"""``opformer export RUN DIR``: a run as a Hub-style model repository that others can load (``opformer import
+opformer``, :mod:`opformer.imports.repository`, reads one back as a run directory).
+
+The repository (format ``opformer-model``, :data:`FORMAT_VERSION`)::
+
+    DIR/model.safetensors  the surrogate's tensors: the model's weights and the normalisers' mean and std
+                           (safetensors: raw tensors and a JSON header, nothing to unpickle)
+    DIR/config.json        format and format_version, the opformer version that wrote it, the surrogate's
+                           spec (model config, normalisation, data signature: channels, grid, boundary), the
+                           run config, the data file's description (PDE, solver, domain), training (epoch,
+                           best validation error, history, summary, sessions), test metrics if given, and the
+                           SHA-256 of model.safetensors
+    DIR/README.md          a model card (Hub metadata, model, data, training command, metrics, how to load it)
+
+The folder is written atomically (a temporary sibling renamed into place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from torch import Tensor
+
+from opformer import __version__
+from opformer.data.store import read_info
+from opformer.errors import CheckpointError, ConfigError, OpformerError
+from opformer.imports.weights import sha256_file
+from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
+from opformer.runs import SUMMARY, finite_json, load_checkpoint_surrogate, recorded_sessions, run_checkpoint
+
+FORMAT = "opformer-model"
+#: the version this opformer writes; it reads every version up to it
+FORMAT_VERSION = 1
+WEIGHTS, CONFIG_JSON, CARD = "model.safetensors", "config.json", "README.md"
+
+
+def safetensors_module() -> ModuleType:
+    """The safetensors package (a one-line error where it is not installed)."""
+    try:
+        import safetensors.torch
+    except ImportError:
+        raise ConfigError("model repositories need the safetensors package: pip install safetensors") from None
+    return safetensors
+
+
+def _unshared(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The tensors contiguous on the CPU, each owning its storage (safetensors refuses shared memory)."""
+    out, seen = {}, set()
+    for key, tensor in state.items():
+        tensor = tensor.detach().cpu().contiguous()
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() in seen or storage.nbytes() != tensor.numel() * tensor.element_size():
+            tensor = tensor.clone()
+        seen.add(tensor.untyped_storage().data_ptr())
+        out[key] = tensor
+    return out
+
+
+def data_description(run_config: dict[str, Any]) -> dict[str, Any]:
+    """The training data file's self-description (kind, samples, PDE, solver, domain) where it can be read;
+    else only its path (a mixture: its members' paths)."""
+    data = run_config.get("data", {})
+    path = data.get("path")
+    described: dict[str, Any] = {"path": path}
+    if data.get("mixture"):
+        described["mixture"] = [member.get("path") for member in data["mixture"]]
+    if path and Path(path).is_file():
+        try:
+            info = read_info(path)
+        except OpformerError:
+            return described
+        described.update(kind=info.kind, samples=info.n_samples, stored_shape=list(info.spatial_shape),
+                         pde=info.pde, solver=info.solver, domain=info.domain)
+    return described
+
+
+def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str | os.PathLike | None = None
+               ) -> Path:
+    """Write the best checkpoint of ``run_dir`` as the model repository ``out`` (absent or empty; see the
+    module docstring); ``metrics``: an ``opformer evaluate --json`` file whose results go into the card."""
+    run_dir, out = Path(run_dir), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CheckpointError(f"{out}: exists and is not an empty folder; choose a new or empty one")
+    checkpoint = run_checkpoint(run_dir, "best")
+    surrogate, payload = load_checkpoint_surrogate(checkpoint)
+    results = None
+    if metrics is not None:
+        evaluated = read_json(Path(metrics))
+        if not isinstance(evaluated, dict) or not isinstance(evaluated.get("results"), list):
+            raise ConfigError(f"--metrics {metrics}: expected the JSON file of opformer evaluate --json")
+        results = {k: evaluated.get(k) for k in ("data", "split")} | {"results": evaluated["results"]}
+    summary = read_json(run_dir / SUMMARY)
+    config = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "opformer_version": __version__,
+        "spec": surrogate.spec, "run_config": payload["run_config"],
+        "data": data_description(payload["run_config"]),
+        "training": {"epoch": payload["epoch"], "best_val_relative_l2": payload["best_val"],
+                     "history": payload["history"], "summary": summary if isinstance(summary, dict) else None,
+                     "sessions": recorded_sessions(run_dir)},
+        "metrics": results,
+    }
+    state = _unshared(surrogate.state_dict())
+    with atomic_folder(out) as tmp:
+        size = sum(t.numel() * t.element_size() for t in state.values())
+        with atomic_replace(tmp / WEIGHTS, size=size) as weights:
+            mode = weights.stat().st_mode  # ordinary permissions, which safetensors' own file lacks
+            safetensors_module().torch.save_file(state, str(weights), metadata={
+                "format": FORMAT, "format_version": str(FORMAT_VERSION)})
+            weights.chmod(mode)
+        config["weights_sha256"] = sha256_file(tmp / WEIGHTS)
+        write_atomic(tmp / CONFIG_JSON, json.dumps(finite_json(config), indent=2, allow_nan=False) + "\n")
+        write_atomic(tmp / CARD, model_card(config, sum(p.numel() for p in surrogate.model.parameters())))
+    return out
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _kind(kind: Any) -> str:
+    """A grid kind of a data signature (older signatures: periodic or not)."""
+    return ("periodic" if kind else "closed") if isinstance(kind, bool) else str(kind)
+
+
+def _settings(mapping: Any) -> str:
+    if not isinstance(mapping, dict) or not mapping:
+        return "not recorded"
+    return ", ".join(f"{k} = {_value(v)}" for k, v in mapping.items() if not isinstance(v, (dict, list)))
+
+
+def model_card(config: dict[str, Any], parameters: int) -> str:
+    """The README.md of a model repository: Hub metadata, then the model, data, training, metrics and use."""
+    spec, run, data, training = config["spec"], config["run_config"], config["data"], config["training"]
+    model = spec["model"]["name"]
+    signature = spec["data"]
+    summary = training.get("summary") or {}
+    command = next((s.get("command") for s in training.get("sessions", []) if s.get("command")), None)
+    imported = run.get("imported")
+    lines = ["---", "library_name: opformer", f"tags: [opformer, neural-operator, pde, {model}]", "---", "",
+             f"# {model} surrogate (opformer)", "",
+             f"Written by `opformer export` (opformer {config['opformer_version']}, format {FORMAT} version "
+             f"{config['format_version']}). Load it with `opformer import opformer hf://OWNER/NAME --out RUN` "
+             "(or a local copy of this folder), then `opformer evaluate RUN --data FILE` or "
+             "`opformer predict RUN ...`.", "",
+             "## Model", "",
+             f"- `{model}`, {parameters:,} parameters; its full configuration is `spec.model` in config.json",
+             f"- normalisation: input `{spec['normalize_input']}`, target `{spec['normalize_target']}` (the "
+             "statistics are in model.safetensors); output boundary condition: "
+             f"`{spec.get('boundary', 'none')}`", "",
+             "## Data", "",
+             f"- inputs: {', '.join(signature['input_channels'])}; targets: {', '.join(signature['target_channels'])}",
+             f"- grid: {' x '.join(map(str, signature['stored_shape']))}, kinds "
+             f"{', '.join(_kind(k) for k in signature.get('grid', signature['periodic']))}, lengths "
+             f"{', '.join(_value(v) for v in signature.get('lengths', []))}",
+             f"- mixture of {len(data['mixture'])} files: " + ", ".join(f"`{p}`" for p in data["mixture"])
+             if data.get("mixture") else
+             f"- file: `{data.get('path')}`" + (f" ({data['kind']}, {data['samples']} samples)" if "kind" in data
+                                                 else " (not readable at export: no PDE settings recorded)")]
+    if "pde" in data:
+        lines += [f"- PDE: {_settings(data['pde'])}", f"- solver: {_settings(data['solver'])}"]
+    lines += ["", "## Training", ""]
+    if imported:
+        lines.append(f"- weights imported from {imported['format']} file {imported['source']} "
+                     f"(SHA-256 {imported['sha256']}), not trained by opformer")
+    else:
+        lines += [f"- command: `{command}`" if command else "- command: not recorded",
+                  f"- epochs: {summary.get('epochs', training['epoch'] + 1)}, best epoch {summary.get('best_epoch')}, "
+                  f"best validation relative L2 {_value(training['best_val_relative_l2'])}",
+                  f"- seed {run.get('seed')}; the whole run config is `run_config` in config.json"]
+    lines += ["", "## Test metrics", ""]
+    metrics = config.get("metrics")
+    if metrics:
+        rows = [r for r in metrics["results"] if isinstance(r, dict)]
+        columns = [k for k in dict.fromkeys(k for r in rows for k in r)
+                   if all(not isinstance(r.get(k), (dict, list)) for r in rows)]
+        lines += [f"On `{metrics.get('data')}`, split {metrics.get('split')}:", "",
+                  "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(_value(r.get(k, "")) for k in columns) + " |" for r in rows]
+    else:
+        lines.append("Not given at export (`opformer export RUN DIR --metrics EVAL.json`, EVAL.json written by "
+                     "`opformer evaluate RUN --json EVAL.json`).")
+    return "\n".join(lines) + "\n"
