@@ -14,16 +14,15 @@ of TEST (Navier-Stokes nu = 1e-3 -> 1e-4): the coverage there, with and without 
 
 Run from the repository root (cases as NAME=RUN:HELD_OUT_FILE; data and runs as in benchmarks/trust/README.md)::
 
-    python benchmarks/trust/coverage.py --case burgers=RUN:FILE --case darcy=RUN:FILE ... --splits 10
+    python -m benchmarks.trust.coverage --case burgers=RUN:FILE --case darcy=RUN:FILE ... --splits 10
 
-Writes benchmarks/results/trust_coverage.json and .md.
+Writes benchmarks/results/trust/coverage.json and .md.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,16 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, command, describe_load, describe_machine, table_head, write_results  # noqa: E402
+from benchmarks.harness import argument_parser, command, describe_load, describe_machine, table_head, write_results
 
-from opformer.data.store import read_arrays, read_fields, read_info  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
-from opformer.trust.calibration import Scores  # noqa: E402
-from opformer.trust.conformal import conformal_quantile, expected_coverage  # noqa: E402
-from opformer.trust.scores import SCALES, point_level  # noqa: E402
-from opformer.trust.shift import flag_shifted  # noqa: E402
+from opformer.data.store import read_arrays, read_fields, read_info
+from opformer.eval.forecast import load_forecaster
+from opformer.trust.calibration import Scores
+from opformer.trust.conformal import conformal_quantile, expected_coverage
+from opformer.trust.scores import SCALES, point_level
+from opformer.trust.shift import flag_shifted
 
-NAME = "trust_coverage"
+NAME = "coverage"
 COVERAGES = (0.8, 0.9, 0.95)
 
 

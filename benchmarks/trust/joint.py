@@ -18,29 +18,27 @@ and splits).
 
 Run from the repository root (data and runs as in benchmarks/trust/README.md)::
 
-    python benchmarks/trust/joint.py --case navier_stokes=/tmp/h3/runs/ns_fno:/tmp/h3/data/ns3_held.h5 --splits 50
+    python -m benchmarks.trust.joint --case navier_stokes=/tmp/h3/runs/ns_fno:/tmp/h3/data/ns3_held.h5 --splits 50
 
-Writes benchmarks/results/trust_joint.json and .md.
+Writes benchmarks/results/trust/joint.json and .md.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, command, describe_load, describe_machine, table_head, write_results  # noqa: E402
-from trust.coverage import scored  # noqa: E402
+from benchmarks.harness import argument_parser, command, describe_load, describe_machine, table_head, write_results
+from benchmarks.trust.coverage import scored
 
-from opformer.trust.calibration import Calibration, Scores  # noqa: E402
+from opformer.trust.calibration import Calibration, Scores
 
-NAME = "trust_joint"
+NAME = "joint"
 COVERAGES = (0.8, 0.9, 0.95)
 METHODS = ("per frame", "Bonferroni", "joint")
 
