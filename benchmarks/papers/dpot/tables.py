@@ -20,7 +20,7 @@ repeated); ``--frames paper`` (default) rolls out each member for the paper's nu
 end. A Kolmogorov or turbulence run is a trajectory run: its test trajectories rolled out to the end; a Darcy run
 is evaluated on its test pairs. ``runs.log`` (written by
 dpot_runs.sh) gives each run's training seconds and load averages. A finished run whose directory is not under
-``--runs`` (made on another machine, or lost with one) keeps its evaluation from the previous dpot.json, marked
+``--runs`` (made on another machine, or lost with one) keeps its evaluation from the previous tables.json, marked
 carried in both outputs; ``--no-carry`` drops such runs. Run from the repository root::
 
     .venv/bin/python -m benchmarks.papers.dpot.tables [--runs runs/dpot] [--frames paper|all] [--no-carry]
@@ -140,7 +140,7 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def evaluated_earlier(path: Path, frames: str) -> dict[str, dict[str, Any]]:
-    """The evaluated runs of a previous dpot.json made with the same ``frames`` setting, by name (none if the file
+    """The evaluated runs of a previous tables.json made with the same ``frames`` setting, by name (none if the file
     is absent)."""
     if not path.is_file():
         return {}
@@ -403,7 +403,7 @@ def markdown(result: dict[str, Any]) -> str:
              "", f"Machine: {describe_machine(result['machine'])}; {describe_load(result)}.", ""]
     carried = [name for name, entry in result["runs"].items() if entry.get("carried")]
     if carried:
-        lines += [f"Carried from an earlier dpot.json (evaluated then, on the machine that made them; their run "
+        lines += [f"Carried from an earlier tables.json (evaluated then, on the machine that made them; their run "
                   f"directories are not under `{result['runs_root']}` here): " + ", ".join(f"`{n}`" for n in carried)
                   + ".", ""]
     lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result) + _stretch(result)
