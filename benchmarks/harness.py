@@ -5,7 +5,9 @@
 - Step timing: :func:`time_step` runs one ``opformer bench`` cell (:mod:`opformer.bench.cell`) in a fresh process.
 - Results: :func:`write_results` adds the metadata (:func:`metadata`: command, machine, load average before and
   after) to a result and writes ``NAME.json`` and ``NAME.md`` (the markdown made from the JSON alone, so a
-  committed result can be re-rendered; :func:`describe_machine` reads the older shapes of ``machine`` too).
+  committed result can be re-rendered, and :func:`headed` by its command; :func:`describe_machine` reads the older
+  shapes of ``machine`` too). The markdown's pieces: :func:`table_head`, :func:`table_row`, :func:`quantity_table`,
+  :func:`page`.
 
 Each script is run from the repository root as a module, ``python -m benchmarks.PURPOSE.NAME``, and imports this
 one as ``benchmarks.harness``. Its results go to the same folders under ``benchmarks/results/``, named for it:
@@ -65,6 +67,16 @@ def argument_parser(doc: str, parallel: bool = False) -> argparse.ArgumentParser
         result.add_argument("--threads", type=int, default=None,
                             help="threads per run (default: cores / jobs; give 1 when another job shares the cores)")
     return result
+
+
+def listed(text: str, known: Sequence[str], option: str) -> list[str]:
+    """The comma-separated names of ``text``, each one of ``known``; an unknown one ends the script naming
+    ``option`` and what it expects."""
+    names = text.split(",")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise SystemExit(f"{option}: unknown {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return names
 
 
 def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
@@ -255,6 +267,16 @@ def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
 def table_head(*columns: str) -> list[str]:
     """The first two markdown lines of a table of ``columns``."""
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def table_row(*cells: object) -> str:
+    """One markdown table line of ``cells``."""
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def page(lines: list[str], note: str | None = None) -> str:
+    """A results markdown page: its ``lines`` and, after a blank line, the paragraph ``note``; ends in a newline."""
+    return "\n".join([*lines, *(["", note] if note is not None else [])]) + "\n"
 
 
 def quantity_table(rows: list[tuple[str, str]]) -> list[str]:

@@ -23,7 +23,8 @@ import numpy as np
 import scipy
 import scipy.io
 
-from benchmarks.harness import argument_parser, describe_machine, quantity_table, table_head, write_results
+from benchmarks.harness import (
+    argument_parser, describe_machine, page, quantity_table, table_head, table_row, write_results)
 from opformer.data.readers.matv5 import load_v5
 
 NAMES = ("a", "u", "t")
@@ -96,8 +97,7 @@ def main() -> None:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    md = ["# MATLAB v5 `.mat` files: scipy's crashes and the child process that contains them", "",
-          f"Command: `{result['command']}`", ""]
+    md = ["# MATLAB v5 `.mat` files: scipy's crashes and the child process that contains them", "",]
     md += quantity_table([
         ("machine", describe_machine(result["machine"])),
         ("load average before; after (1 min)", f"{result['loadavg_before'][0]:.2f}; {result['loadavg_after'][0]:.2f}")])
@@ -112,12 +112,12 @@ def markdown(result: dict[str, Any]) -> str:
     md += ["", "## What the child process costs on intact files (best of 3)", "",
            *table_head("samples (64^2 x 20 frames)", "file MiB", "loadmat in the process, s", "child process, s",
                        "ratio")]
-    md += [f"| {r['samples']} | {r['mib']:.1f} | {r['in_process_s']:.3f} | {r['child_s']:.3f} | "
-           f"{r['child_s'] / r['in_process_s']:.1f} |" for r in result["costs"]]
-    md += ["", "The child imports numpy and scipy (not torch), reads the file and writes each array as a `.npy` "
-           "file into a temporary folder, which the parent loads; its start is the fixed cost, the copy the part "
-           "that grows with the file. The machine was shared with other jobs (load averages above)."]
-    return "\n".join(md) + "\n"
+    md += [table_row(r["samples"], f"{r['mib']:.1f}", f"{r['in_process_s']:.3f}", f"{r['child_s']:.3f}",
+                     f"{r['child_s'] / r['in_process_s']:.1f}") for r in result["costs"]]
+    return page(md,
+                "The child imports numpy and scipy (not torch), reads the file and writes each array as a `.npy` "
+                "file into a temporary folder, which the parent loads; its start is the fixed cost, the copy the part "
+                "that grows with the file. The machine was shared with other jobs (load averages above).")
 
 
 if __name__ == "__main__":

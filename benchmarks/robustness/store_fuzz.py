@@ -30,7 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, page, write_results
 from opformer.data import store
 from opformer.errors import DataError
 
@@ -224,7 +224,7 @@ def to_markdown(result: dict[str, Any]) -> str:
     failures = [(s["file"], s["fault"], o, r) for s in result["runs"] for o, r in s["failures"].items()]
     lines += ["", f"## Failures: {len(failures)}", ""]
     lines += [f"- {f} {fault} at {o}: {r['outcome']} {r.get('message', '')}" for f, fault, o, r in failures[:50]]
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 def main() -> None:

@@ -94,8 +94,6 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Burgers data generation (Cao 2021, Example 5.1)",
         "",
-        f"Command: `{result['command']}`",
-        "",
         *quantity_table(rows),
         "",
         "Stored data are float32, so the stored-target error includes the float32 rounding (~3e-8).",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import (
-    argument_parser, describe_load, describe_machine, quantity_table, table_head, write_results)
+    argument_parser, describe_load, describe_machine, page, quantity_table, table_head, write_results)
 from opformer.pde.compressible_ns import (CFL, VISCOUS_SAFETY, conserved, generate_compressible_ns, primitives,
                                           random_fields, solve_compressible_ns)
 from opformer.runtime import retain_freed_memory
@@ -82,7 +82,6 @@ def markdown(result: dict[str, Any]) -> str:
     """The result as markdown: a row per setting, then the resolution check."""
     samples = result["samples_timed"]
     md = ["# Compressible Navier-Stokes generation (PDEBench 2D CFD Rand at 64^2)", "",
-          f"Command: `{result['command']}`", "",
           f"Machine: {describe_machine(result['machine'])}; {describe_load(result)}. Each setting: {samples} "
           f"trajectories, stored {result['resolution']}^2 x {result['frames']} frames (t in [0, 1]), "
           f"OMP_NUM_THREADS={result['omp_num_threads']}, {result['solver_threads']} solver threads "
@@ -104,10 +103,10 @@ def markdown(result: dict[str, Any]) -> str:
              ("seconds (both trajectories in one batch), 64^2; 128^2",
               f"{check['seconds_64']:.1f}; {check['seconds_128']:.1f}")]
     md += quantity_table(rows)
-    md += ["", "The machine was shared with other jobs (load averages above); the 240-trajectory times are linear "
-           "projections of the timed samples. The steps are the CFL steps of the Euler terms (the slowest sample of "
-           "the batch); the viscous terms take RKL2 half steps with as many stages as their stability needs."]
-    return "\n".join(md) + "\n"
+    return page(md,
+                "The machine was shared with other jobs (load averages above); the 240-trajectory times are linear "
+                "projections of the timed samples. The steps are the CFL steps of the Euler terms (the slowest sample "
+                "of the batch); the viscous terms take RKL2 half steps with as many stages as their stability needs.")
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def markdown(result: dict[str, Any]) -> str:
          ", ".join(f"{e:.2e}" for e in manufactured["max_errors"]) + " (orders "
          + ", ".join(f"{o:.3f}" for o in manufactured["observed_orders"]) + ")"),
     ]
-    md = ["# Darcy data generation (Cao 2021, Example 5.2)", "", f"Command: `{result['command']}`", "",
+    md = ["# Darcy data generation (Cao 2021, Example 5.2)", "",
           *quantity_table(rows), ""]
     return "\n".join(md)
 

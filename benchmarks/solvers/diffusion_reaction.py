@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_machine, quantity_table, relative_l2, write_results
+from benchmarks.harness import argument_parser, describe_machine, page, quantity_table, relative_l2, write_results
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction, solve_diffusion_reaction
 
 RESOLUTION = 64
@@ -87,17 +87,13 @@ def markdown(result: dict[str, Any]) -> str:
         ("std of u, v at the last frame", ", ".join(f"{s:.3f}" for s in result["std_u_v_at_t_final"])),
     ]
     md = ["# Diffusion-reaction generation (2D FitzHugh-Nagumo, PDEBench DR setup)", ""]
-    md += [f"Command: `{result['command']}`", ""]
     md += quantity_table(rows)
-    md += [
-        "",
-        f"Solver: {result['solver']['name']}. The 240-trajectory time is a linear projection of the timed "
-        f"{samples}; the machine was shared with other jobs (load averages above). Time error: "
-        f"{result['check_samples']} trajectories re-solved with dt / 2 and dt / 4; for a second-order scheme the first "
-        "row is 5 times the second (errors 1 : 1/4 : 1/16 of the exact solution's), and the first is 15/16 of the "
-        "default step's own time error.",
-    ]
-    return "\n".join(md) + "\n"
+    return page(md,
+                f"Solver: {result['solver']['name']}. The 240-trajectory time is a linear projection of the timed "
+                f"{samples}; the machine was shared with other jobs (load averages above). Time error: "
+                f"{result['check_samples']} trajectories re-solved with dt / 2 and dt / 4; for a second-order scheme "
+                "the first row is 5 times the second (errors 1 : 1/4 : 1/16 of the exact solution's), and the first "
+                "is 15/16 of the default step's own time error.")
 
 
 if __name__ == "__main__":

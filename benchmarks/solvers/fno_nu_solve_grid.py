@@ -13,7 +13,8 @@ import os
 import time
 from typing import Any
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, relative_l2, table_head, write_results
+from benchmarks.harness import (
+    argument_parser, describe_load, describe_machine, page, relative_l2, table_head, write_results)
 from opformer.pde.navier_stokes import generate_fno_nu
 
 #: The mixture's members below nu = 1e-3 (DPOT's FNO-1e-4 over 30 time units, FNO-1e-5 over 20).
@@ -48,7 +49,7 @@ def main() -> None:
 
 def markdown(result: dict[str, Any]) -> str:
     """The comparison as a markdown table."""
-    md = ["# FNO-nu: stored 64^2 frames solved at 128^2 against 256^2", "", f"Command: `{result['command']}`", "",
+    md = ["# FNO-nu: stored 64^2 frames solved at 128^2 against 256^2", "",
           *table_head("nu", "time units", "samples", "s / trajectory at 128^2", "s / trajectory at 256^2",
                       "rel. L2 last frame (max)", "rel. L2 space-time (max)", "worst frame (max)")]
     for row in result["rows"]:
@@ -59,7 +60,7 @@ def markdown(result: dict[str, Any]) -> str:
     md += ["", f"Machine: {describe_machine(result['machine'])}; {describe_load(result)} (shared machine).",
            "Same seed, so the same initial vorticity (drawn on the 64^2 storage grid); the errors are of the 128^2 "
            "solve relative to the 256^2 one, over the stored frames t = 1..T (the initial frame is identical)."]
-    return "\n".join(md) + "\n"
+    return page(md)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.fft
 
-from benchmarks.harness import argument_parser, describe_machine, quantity_table, relative_l2, write_results
+from benchmarks.harness import argument_parser, describe_machine, page, quantity_table, relative_l2, write_results
 from opformer.pde.navier_stokes import (
     FFTS_PER_STEP,
     FNO_GRF,
@@ -135,7 +135,6 @@ def markdown(result: dict[str, Any]) -> str:
          f"{worst['rel_l2_t50_stored_float32_vs_float64_solve']:.2e}"),
     ]
     md = ["# FNO-nu = 1e-3 trajectory generation (2D Navier-Stokes, vorticity)", ""]
-    md += [f"Command: `{result['command']}`", ""]
     md += quantity_table(rows)
     md += [
         "",
@@ -150,7 +149,7 @@ def markdown(result: dict[str, Any]) -> str:
             else "64^2 is NOT resolved to 1e-6: solve on a finer grid."
         ),
     ]
-    return "\n".join(md) + "\n"
+    return page(md)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_machine, quantity_table, write_results
+from benchmarks.harness import argument_parser, describe_machine, page, quantity_table, write_results
 from opformer.pde.shallow_water import CFL, dam_break_state, generate_shallow_water, solve_shallow_water
 
 RESOLUTION = 64
@@ -79,11 +79,10 @@ def markdown(result: dict[str, Any]) -> str:
         ("load average before; after", f"{result['loadavg_before'][0]:.2f}; {result['loadavg_after'][0]:.2f}"),
     ]
     md = ["# Shallow-water radial dam break generation (PDEBench SWE at 64^2)", ""]
-    md += [f"Command: `{result['command']}`", ""]
     md += quantity_table(rows)
-    md += ["", "The machine was shared with other jobs (1-minute load averages above); the 240-trajectory time is "
-           "a linear projection of the timed samples."]
-    return "\n".join(md) + "\n"
+    return page(md,
+                "The machine was shared with other jobs (1-minute load averages above); the 240-trajectory time is "
+                "a linear projection of the timed samples.")
 
 
 if __name__ == "__main__":

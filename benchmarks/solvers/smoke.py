@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import (
-    argument_parser, describe_load, describe_machine, quantity_table, relative_l2, write_results)
+    argument_parser, describe_load, describe_machine, page, quantity_table, relative_l2, write_results)
 from opformer.pde.smoke import (BUOYANCY, cell_means, frame_steps, generate_smoke, generate_smoke_conditioned,
                                 initial_smoke, solve_smoke)
 
@@ -128,12 +128,12 @@ def markdown(result: dict[str, Any]) -> str:
         ("load", describe_load(result)),
     ]
     md = ["# Buoyant smoke generation (PDEArena NS / NS-cond at 64^2)", ""]
-    md += [f"Command: `{result['command']}`", ""]
     md += quantity_table(rows)
-    md += ["", "The machine was shared with other jobs (load averages above); the 240-trajectory time is a linear "
-           "projection of the timed samples. Semi-Lagrangian advection at dt = 1.5 moves the smoke several cells a "
-           "step, so the trajectories are chaotic after a few frames: a grid change shows as a growing difference."]
-    return "\n".join(md) + "\n"
+    return page(md,
+                "The machine was shared with other jobs (load averages above); the 240-trajectory time is a linear "
+                "projection of the timed samples. Semi-Lagrangian advection at dt = 1.5 moves the smoke several cells "
+                "a step, so the trajectories are chaotic after a few frames: a grid change shows as a growing "
+                "difference.")
 
 
 if __name__ == "__main__":

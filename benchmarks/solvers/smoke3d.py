@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, quantity_table, relative_l2, \
-    write_results
+from benchmarks.harness import (
+    argument_parser, describe_load, describe_machine, page, quantity_table, relative_l2, write_results)
 from opformer.pde.smoke import cell_means
 from opformer.pde.smoke3d import CHANNELS, generate_smoke3d, initial_smoke3d, solve_smoke3d
 
@@ -73,12 +73,12 @@ def markdown(result: dict[str, Any]) -> str:
               ", ".join(f"{v:.3f}" for v in result["stored_mass_relative_to_first_frame_min_max_64"])),
              ("largest stored |u|, |v|, |w| at 64^3", f"{result['velocity_abs_max_64']:.2f}"),
              ("load", describe_load(result))]
-    lines = ["# 3D smoke generation (FactFormer's Table 3 data)", "", f"Command: `{result['command']}`", "",
+    lines = ["# 3D smoke generation (FactFormer's Table 3 data)", "",
              *quantity_table(rows), "",
              "The machine was shared with other jobs (load averages above). Semi-Lagrangian steps of 0.75 move the "
              "smoke several cells at 64^3, and the flow is unstable: the 32^3 and 64^3 solutions of one initial "
              "smoke part as the frames go on."]
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 if __name__ == "__main__":

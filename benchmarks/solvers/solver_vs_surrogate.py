@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import argument_parser, command, describe_load, describe_machine, write_results
+from benchmarks.harness import argument_parser, command, describe_load, describe_machine, listed, write_results
 from opformer.bench.report import comparison_table
 from opformer.bench.solver_timing import SOLVER_CASES, solver_comparison
 from opformer.bench.sweep import BenchSettings
@@ -77,10 +77,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed surrogate steps per cell")
     parser.add_argument("--warmup", type=int, default=1)
     args = parser.parse_args()
-    solvers = args.solvers.split(",")
-    unknown = sorted(set(solvers) - set(SOLVER_CASES))
-    if unknown:
-        raise SystemExit(f"--solvers: unknown {', '.join(unknown)}; expected some of {', '.join(SOLVER_CASES)}")
+    solvers = listed(args.solvers, list(SOLVER_CASES), "--solvers")
     path = Path(args.results) / f"{NAME}.json"
     comparisons = json.loads(path.read_text())["comparisons"] if path.exists() else []
     load_before = os.getloadavg()

@@ -18,7 +18,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from benchmarks.harness import anonymous_rise, argument_parser, describe_machine, quantity_table, write_results
+from benchmarks.harness import (
+    anonymous_rise, argument_parser, describe_machine, page, quantity_table, table_head, table_row, write_results)
 from opformer.data.convert import convert_file
 from opformer.data.readers.source import CHUNK_BYTES
 
@@ -71,19 +72,18 @@ def main() -> None:
 
 def markdown(result: dict[str, Any]) -> str:
     """The result as markdown: one row per converted file."""
-    md = ["# Memory and time of `opformer convert`", "", f"Command: `{result['command']}`", ""]
+    md = ["# Memory and time of `opformer convert`", ""]
     md += quantity_table([
         ("machine", describe_machine(result["machine"])),
         ("load average before; after (1 min)", f"{result['loadavg_before'][0]:.2f}; {result['loadavg_after'][0]:.2f}"),
         ("chunk of samples per read", f"{result['chunk_mib']:.0f} MiB (v7.3 .mat: a frame of every sample)")])
-    md += ["", "| layout | samples | source MiB | output MiB | seconds | anonymous memory added, MiB |",
-           "|---|---|---|---|---|---|"]
-    md += [f"| {r['layout']} | {r['samples']} | {r['source_mib']:.0f} | {r['output_mib']:.0f} | {r['seconds']:.1f} | "
-           f"{r['anonymous_rise_mib']:.0f} |" for r in result["cases"]]
-    md += ["", "The memory added is the peak of the process's anonymous resident memory during the conversion over "
-           "its value before (sampled every 5 ms); the files' pages in the page cache are not counted (the kernel "
-           "can drop them). The machine was shared with other jobs (load averages above)."]
-    return "\n".join(md) + "\n"
+    md += ["", *table_head("layout", "samples", "source MiB", "output MiB", "seconds", "anonymous memory added, MiB")]
+    md += [table_row(r["layout"], r["samples"], f"{r['source_mib']:.0f}", f"{r['output_mib']:.0f}",
+                     f"{r['seconds']:.1f}", f"{r['anonymous_rise_mib']:.0f}") for r in result["cases"]]
+    return page(md,
+                "The memory added is the peak of the process's anonymous resident memory during the conversion over "
+                "its value before (sampled every 5 ms); the files' pages in the page cache are not counted (the kernel "
+                "can drop them). The machine was shared with other jobs (load averages above).")
 
 
 if __name__ == "__main__":

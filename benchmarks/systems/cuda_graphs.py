@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, table_head, write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, write_results
 from opformer.bench.cell import input_shape
 from opformer.config import OptimConfig
 from opformer.errors import ConfigError
@@ -103,7 +103,7 @@ def markdown(result: dict[str, Any]) -> str:
         capture = f"{row['capture_seconds']:.2f}" if "capture_seconds" in row else "-"
         lines.append(f"| {name} | {row.get('resolution', '-')} | {ms('eager_step_seconds')} | "
                      f"{ms('graph_step_seconds')} | {speedup} | {capture} | {row['status']} |")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 def main() -> None:

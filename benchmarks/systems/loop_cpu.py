@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.harness import ROOT, argument_parser, describe_load, describe_machine, table_head, write_results
+from benchmarks.harness import ROOT, argument_parser, describe_load, describe_machine, page, table_head, write_results
 from opformer.data.generate import generate_file
 from opformer.quickstart.burgers import STORED, SAMPLES, quickstart_config
 
@@ -94,7 +94,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append(f"\nafter / before: **{result['ratio_after_before']:.3f}**")
     if "ratio_streamed_memory" in result:
         lines.append(f"\nafter, streamed / after (in memory): **{result['ratio_streamed_memory']:.3f}**")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 if __name__ == "__main__":

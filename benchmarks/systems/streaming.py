@@ -37,7 +37,7 @@ import torch
 import yaml
 
 from benchmarks.harness import (
-    ROOT, anonymous_rise, argument_parser, describe_load, describe_machine, table_head, write_results)
+    ROOT, anonymous_rise, argument_parser, describe_load, describe_machine, page, table_head, write_results)
 from opformer.data.convert import convert_file
 from opformer.data.mixture import Mixture, MixtureMember, MixtureSpec
 from opformer.io import write_atomic
@@ -251,7 +251,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"| {'abcdefgh'[k]} | {p:.4f} | {f:.4f} |" for k, (p, f) in
                   enumerate(zip(row["probability"], row["frequency"]))]
         lines.append(f"\nLargest difference {row['largest_difference']:.4f} (streamed: {row['streamed']}).")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import (
-    anonymous_rise, argument_parser, describe_machine, quantity_table, table_head, write_results)
+    anonymous_rise, argument_parser, describe_machine, page, quantity_table, table_head, write_results)
 from opformer.data.convert import convert_file
 from opformer.data.store import read_block, read_info
 from tests.foreign_formats import write_well_file  # the tests' writer of The Well's layout
@@ -118,8 +118,7 @@ def main() -> None:
 def markdown(result: dict[str, Any]) -> str:
     """The comparison per file and field, and the speed."""
     speed = result["timed"]
-    md = ["# `opformer convert the-well` against `the_well`'s `WellDataset`", "",
-          f"Command: `{result['command']}`", ""]
+    md = ["# `opformer convert the-well` against `the_well`'s `WellDataset`", "",]
     md += quantity_table([
         ("machine", describe_machine(result["machine"])),
         ("load average before; after (1 min)", f"{result['loadavg_before'][0]:.2f}; {result['loadavg_after'][0]:.2f}")])
@@ -140,9 +139,9 @@ def markdown(result: dict[str, Any]) -> str:
         ("memory the conversion adds", f"{speed['anonymous_rise_mib']:.0f} MiB"),
         ("WellDataset reading every trajectory whole", f"{speed['well_dataset_read_s_per_gb']:.1f} s per GB"),
         ("opformer reading the converted file whole", f"{speed['opformer_read_s_per_gb']:.1f} s per GB")])
-    md += ["", "Two files per case (parameters 100 and 400), converted as one file. The machine was shared with "
-           "other jobs (load averages above)."]
-    return "\n".join(md) + "\n"
+    return page(md,
+                "Two files per case (parameters 100 and 400), converted as one file. The machine was shared with "
+                "other jobs (load averages above).")
 
 
 if __name__ == "__main__":

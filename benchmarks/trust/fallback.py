@@ -38,8 +38,8 @@ import h5py
 import numpy as np
 import torch
 
-from benchmarks.harness import (argument_parser, command, describe_load, describe_machine, relative_l2, table_head,
-                     write_results)
+from benchmarks.harness import (
+    argument_parser, command, describe_load, describe_machine, page, relative_l2, table_head, write_results)
 
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
@@ -216,9 +216,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", *table_head("case", "command", "load average after"),
               *[f"| {name} | `{c['command']}` | " + " / ".join(f"{v:.2f}" for v in c["loadavg"]) + " |"
                 for name, c in result["cases"].items()]]
-    lines += ["", "Solver answers against the stored truth (largest relative L2): " + ", ".join(
-        f"{name} {c['solver_max_error_vs_stored']:.1e}" for name, c in result["cases"].items()) + "."]
-    return "\n".join(lines) + "\n"
+    return page(lines,
+                "Solver answers against the stored truth (largest relative L2): " + ", ".join(
+                f"{name} {c['solver_max_error_vs_stored']:.1e}" for name, c in result["cases"].items()) + ".")
 
 
 NOTE = ("Solving all: every test sample solved again by opformer.pde.resolve with the file's settings, one thread, "

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, table_head, write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, write_results
 
 from opformer.data.pairs import load_split, split_options
 from opformer.eval.forecast import load_forecaster
@@ -133,7 +133,7 @@ def markdown(result: dict[str, Any]) -> str:
         width = ", ".join(f"{k} {v:.2e}" for k, v in chosen.get("mean_half_width", {}).items())
         lines.append(f"| {case['case']} | {case['test_samples']} | {chosen['score']}, {chosen['scale']} | {sharp} | "
                      f"{width} |")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 def main() -> None:

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, table_head, write_results
+from benchmarks.harness import (
+    argument_parser, describe_load, describe_machine, page, table_head, table_row, write_results)
 
 from opformer.data.store import read_arrays
 from opformer.eval.forecast import load_forecaster
@@ -189,10 +190,10 @@ def markdown(result: dict[str, Any]) -> str:
                      f"both calls {row['uqno_predict_seconds']:.3f} s, base alone "
                      f"{result['base_predict_seconds']:.3f} s)"
                      if uqno else f"{row['opformer_scale_seconds']:.4f} s (a box mean of the prediction)")
-            lines.append(f"| {level} | {name} | {m['coverage_mean']:.3f} +- {m['coverage_std']:.3f} | "
-                         f"[{row['target'][0]:.2f}, {row['target'][1]:.3f}] | {m['width_mean']:.4f} +- "
-                         f"{m['width_std']:.4f} | {train} | {extra} |")
-    return "\n".join(lines) + "\n"
+            lines.append(table_row(level, name, f"{m['coverage_mean']:.3f} +- {m['coverage_std']:.3f}",
+                                   f"[{row['target'][0]:.2f}, {row['target'][1]:.3f}]",
+                                   f"{m['width_mean']:.4f} +- {m['width_std']:.4f}", train, extra))
+    return page(lines)
 
 
 if __name__ == "__main__":

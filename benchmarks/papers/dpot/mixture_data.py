@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, table_head, timing_log, write_results
+from benchmarks.harness import (
+    argument_parser, describe_load, describe_machine, page, table_head, timing_log, write_results)
 from opformer.data.store import read_fields, read_info
 from opformer.grids import axis_kinds
 from opformer.io import atomic_replace
@@ -80,7 +81,7 @@ def plot_frames(frames: list[tuple[str, list[str], np.ndarray, float]], out: Pat
 
 def markdown(result: dict[str, Any]) -> str:
     """The members as a markdown table, with the generation times and their loads."""
-    md = ["# The DPOT pre-training mixture at 64^2", "", f"Command: `{result['command']}`", "",
+    md = ["# The DPOT pre-training mixture at 64^2", "",
           *table_head("member", "PDE", "channels", "trajectories", "frames (last t)", "grid (kind, length)",
                       "solve grid", "MiB", "generation s (s / trajectory)", "load average at start; end")]
     total = 0.0
@@ -104,7 +105,7 @@ def markdown(result: dict[str, Any]) -> str:
            "per-trajectory cost).", "",
            f"![a frame of every member]({result['png']})", "",
            f"Machine: {describe_machine(result['machine'])}; {describe_load(result)} (this description only)."]
-    return "\n".join(md) + "\n"
+    return page(md)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    ROOT, argument_parser, describe_load, describe_machine, table_head, timing_log, write_results)
+    ROOT, argument_parser, describe_load, describe_machine, table_head, table_row, timing_log, write_results)
 from opformer.data.store import read_info
 from opformer.errors import OpformerError
 from opformer.eval.evaluate import evaluate_run, persistence_row
@@ -215,16 +215,25 @@ def _status(result: dict[str, Any], names: list[str]) -> list[str]:
     return lines
 
 
+def _section(result: dict[str, Any], names: list[str], what: str, heading: str) -> tuple[list[str], list[str]]:
+    """A claim's section so far and the runs of ``names`` that ran: its ``heading``, and when none ran, the line
+    that nothing is claimed without a ``what`` run and the :func:`_status` of them all."""
+    lines, ran = [heading, ""], _ran(result, names)
+    if not ran:
+        lines += [f"No {what} run yet: nothing is claimed.", "", *_status(result, names), ""]
+    return lines, ran
+
+
 def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
 
 
 def _pretrain(result: dict[str, Any]) -> list[str]:
     names = ["pretrain_micro", "pretrain_fno2d_time"]
-    lines = ["## 1. Pre-training on the 8-member mixture: DPOT micro vs FNO2d-time vs persistence", ""]
-    ran = _ran(result, names)
+    lines, ran = _section(result, names, "pre-training",
+                          "## 1. Pre-training on the 8-member mixture: DPOT micro vs FNO2d-time vs persistence")
     if not ran:
-        return lines + ["No pre-training run yet: nothing is claimed.", "", *_status(result, names), ""]
+        return lines
     rows = {name: result["runs"][name]["rows"] for name in ran}
     members = list(dict.fromkeys(r["member"] for name in ran for r in rows[name]))
     lines += table_head("member", "frames", *[f"{n} L2RE" for n in ran], "persistence L2RE", "paper Ti (Table 1)")
@@ -253,10 +262,10 @@ def _pretrain(result: dict[str, Any]) -> list[str]:
 
 
 def _kolmogorov(result: dict[str, Any]) -> list[str]:
-    lines = ["## 2. Transfer to Kolmogorov flow: fine-tuned from pre-trained micro vs scratch", ""]
-    ran = _ran(result, KOLMOGOROV)
+    lines, ran = _section(result, KOLMOGOROV, "Kolmogorov",
+                          "## 2. Transfer to Kolmogorov flow: fine-tuned from pre-trained micro vs scratch")
     if not ran:
-        return lines + ["No Kolmogorov run yet: nothing is claimed.", "", *_status(result, KOLMOGOROV), ""]
+        return lines
     lines += ["L2RE over the whole test rollout (the claim's measure), and the relative L2 of the first rolled-out "
               "frame (one step from true frames: where a better-initialised model shows first).", "",
               *table_head("init", "trajectories", "seeds", "L2RE mean", "L2RE std", "frame-1 mean", "frame-1 std",
@@ -296,10 +305,11 @@ def _versus(what: str, tuned: list[float], scratch: list[float], label: str = "f
 
 
 def _stretch(result: dict[str, Any]) -> list[str]:
-    lines = ["## 5. Stretch: the pre-trained blocks in steady Darcy (85^2) and 3D turbulence (32^3) vs scratch", ""]
-    ran = _ran(result, STRETCH)
+    lines, ran = _section(result, STRETCH, "stretch",
+                          "## 5. Stretch: the pre-trained blocks in steady Darcy (85^2) and 3D turbulence (32^3) vs "
+                          "scratch")
     if not ran:
-        return lines + ["No stretch run yet: nothing is claimed.", "", *_status(result, STRETCH), ""]
+        return lines
     lines += ["Only the blocks are copied (the embeddings, temporal aggregation and head start fresh). Darcy: "
               "relative L2 on the 20 test pairs. Turbulence: L2RE over the test rollout to the end, and the frame-1 "
               "error.", "", *table_head("problem", "start", "seeds", "metric", "mean", "std", "persistence")]
@@ -349,10 +359,10 @@ def _mixture_table(result: dict[str, Any], names: list[str], labels: list[str]) 
 
 def _noise(result: dict[str, Any]) -> list[str]:
     names = [f"noise_{n}" for n in NOISES]
-    lines = ["## 3. Noise ablation (Table 4 analog): DPOT nano on {DR, SWE, CNS}", ""]
-    ran = _ran(result, names)
+    lines, ran = _section(result, names, "noise-ablation",
+                          "## 3. Noise ablation (Table 4 analog): DPOT nano on {DR, SWE, CNS}")
     if not ran:
-        return lines + ["No noise-ablation run yet: nothing is claimed.", "", *_status(result, names), ""]
+        return lines
     lines += _mixture_table(result, ran, [f"noise {n.split('_')[1]}" for n in ran]) + [""]
     mean = {n.split("_")[1]: sum(v.values()) / len(v) for n in ran if (v := _member_l2re(result["runs"][n]))}
     if {"0", "2.0"} <= mean.keys() and ({"0.02", "0.2"} & mean.keys()):
@@ -370,10 +380,10 @@ def _noise(result: dict[str, Any]) -> list[str]:
 def _architecture(result: dict[str, Any]) -> list[str]:
     names = ["noise_0.2", "afno_nano", "fno2d_time_nano"]
     labels = {"noise_0.2": "DPOT nano", "afno_nano": "AFNO nano (soft-shrink)", "fno2d_time_nano": "FNO2d-time"}
-    lines = ["## 4. Architecture ablation (Table 7 analog): DPOT nano vs AFNO vs FNO2d-time, equal steps", ""]
-    ran = _ran(result, names)
+    lines, ran = _section(result, names, "architecture-ablation",
+                          "## 4. Architecture ablation (Table 7 analog): DPOT nano vs AFNO vs FNO2d-time, equal steps")
     if not ran:
-        return lines + ["No architecture-ablation run yet: nothing is claimed.", "", *_status(result, names), ""]
+        return lines
     lines += _mixture_table(result, ran, [labels[n] for n in ran]) + [""]
     for name in ran:
         summary = result["runs"][name]["summary"]
@@ -418,9 +428,9 @@ def markdown(result: dict[str, Any]) -> str:
                   *table_head("run", "train seconds", "s/step", "last invocation s", "load start", "load end")]
         for name, entry in timed:
             summary, last = entry.get("summary", {}), entry["training"]
-            lines.append(f"| {name} | {_fmt(summary.get('train_seconds'))} | {_fmt(summary.get('seconds_per_step'))} "
-                         f"| {last['seconds']:.0f} | {' / '.join(map(str, last['load_start']))} | "
-                         f"{' / '.join(map(str, last['load_end']))} |")
+            lines.append(table_row(name, _fmt(summary.get("train_seconds")), _fmt(summary.get("seconds_per_step")),
+                                   f"{last['seconds']:.0f}", " / ".join(map(str, last["load_start"])),
+                                   " / ".join(map(str, last["load_end"]))))
         lines.append("")
     return "\n".join(lines)
 

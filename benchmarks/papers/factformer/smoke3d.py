@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ROOT, argument_parser, command, describe_load, describe_machine, merged_runs, \
-    per_model_epochs, run_record, table_head, train_all, write_results
+from benchmarks.harness import (
+    ROOT, argument_parser, command, describe_load, describe_machine, listed, merged_runs, per_model_epochs,
+    run_record, table_head, train_all, write_results)
 
 CONFIGS = ROOT / "configs" / "factformer"
 MODELS = {"fno3d": "FNO3D", "ffno3d": "F-FNO3D", "dil_resnet": "Dil-ResNet", "factformer": "FactFormer"}
@@ -55,10 +56,7 @@ def main() -> None:
                         help="override of every run's config, e.g. model.padding=0 (with --results elsewhere)")
     args = parser.parse_args()
 
-    names = args.configs.split(",")
-    unknown = sorted(set(names) - set(RUNS))
-    if unknown:
-        raise SystemExit(f"--configs: unknown {', '.join(unknown)}; expected some of {', '.join(RUNS)}")
+    names = listed(args.configs, list(RUNS), "--configs")
     epochs = per_model_epochs(args.epochs, names) if args.epochs else {}
     jobs = {name: (str(CONFIGS / f"{name}.yaml"),
                    [f"data.path={args.data}", *args.set]

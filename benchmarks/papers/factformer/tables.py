@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import GIB, RESULTS, ROOT, argument_parser, command, merged_runs, per_model_epochs, \
-    run_record, table_head, train_all, write_results
+from benchmarks.harness import (
+    GIB, RESULTS, ROOT, argument_parser, command, listed, merged_runs, per_model_epochs, run_record, table_head,
+    table_row, train_all, write_results)
 
 CONFIGS = ROOT / "configs" / "factformer"
 PARTS = {
@@ -65,10 +66,7 @@ def main() -> None:
                         help="a config override for every run (repeatable)")
     args = parser.parse_args()
 
-    parts = args.parts.split(",")
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        raise SystemExit(f"--parts: unknown {', '.join(unknown)}; expected some of {', '.join(PARTS)}")
+    parts = listed(args.parts, list(PARTS), "--parts")
     configs = [name for part in parts for name in PARTS[part][1]]
     if args.configs:
         chosen = args.configs.split(",")
@@ -286,9 +284,9 @@ def markdown(result: dict[str, Any]) -> str:
                 lines.append(f"| {name} | not run (benchmarks/papers/galerkin/darcy.py) | | | | | | |")
                 continue
             errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
-            lines.append(f"| {name} | {row['parameters']:,} | {errors} | {row['seconds_per_step']:.3f} | "
-                         f"{row['threads']} | {row['train_hours']:.2f} | {row['peak_rss_gib']:.2f} | "
-                         f"{row['best_epoch']}/{row['epochs']} |")
+            lines.append(table_row(name, f"{row['parameters']:,}", errors, f"{row['seconds_per_step']:.3f}",
+                                   row["threads"], f"{row['train_hours']:.2f}", f"{row['peak_rss_gib']:.2f}",
+                                   f"{row['best_epoch']}/{row['epochs']}"))
         lines.append("")
     return "\n".join(lines)
 

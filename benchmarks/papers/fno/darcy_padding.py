@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ROOT, argument_parser, describe_load, run_record, table_head, train_all, \
-    write_results
+from benchmarks.harness import (
+    ROOT, argument_parser, describe_load, page, run_record, table_head, table_row, train_all, write_results)
 
 CONFIGS = {"fno2d": ROOT / "configs" / "darcy" / "fno2d_141.yaml",
            "fno2d_l2": ROOT / "configs" / "darcy" / "fno2d_l2_141.yaml"}
@@ -76,10 +76,10 @@ def markdown(result: dict[str, Any]) -> str:
                          "s/step", "threads", "best epoch")]
     for row in result["runs"]:
         at = {r["resolution"]: r["relative_l2"] for r in row["test"]}
-        lines.append(f"| {row['config']} | {row['padding']} | {row['parameters']:,} | {at[n]:.3e} | "
-                     f"{at[stored]:.3e} | {row['seconds_per_step']:.3f} | {row['threads']} | "
-                     f"{row['best_epoch']}/{row['epochs']} |")
-    return "\n".join(lines) + "\n"
+        lines.append(table_row(row["config"], row["padding"], f"{row['parameters']:,}", f"{at[n]:.3e}",
+                               f"{at[stored]:.3e}", f"{row['seconds_per_step']:.3f}", row["threads"],
+                               f"{row['best_epoch']}/{row['epochs']}"))
+    return page(lines)
 
 
 if __name__ == "__main__":

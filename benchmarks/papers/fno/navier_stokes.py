@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ROOT, argument_parser, per_model_epochs, run_record, table_head, train_all, write_results
+from benchmarks.harness import (
+    ROOT, argument_parser, page, per_model_epochs, run_record, table_head, train_all, write_results)
 
 MODELS = ("fno2d", "ffno", "dil_resnet")
 STRATEGIES = {"one_step": [], "pushforward": ["rollout.strategy=pushforward", "rollout.unroll_steps=2"]}
@@ -94,9 +95,9 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{test['final_relative_l2']:.3e} | {row['seconds_per_step']:.3f} | {row['train_hours']:.2f} | "
                      f"{row['evaluation_seconds_per_trajectory']:.3f} | {row['peak_rss_gib']:.2f} | "
                      f"{row['best_epoch']}/{row['epochs']} |")
-    lines += ["", f"Seconds per step: batch 20, {result['runs'][0]['threads']} thread(s) per run; pushforward steps "
-              "include the extra call without gradient."]
-    return "\n".join(lines) + "\n"
+    return page(lines,
+                f"Seconds per step: batch 20, {result['runs'][0]['threads']} thread(s) per run; pushforward steps "
+                "include the extra call without gradient.")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from opformer.config import load_config
-from benchmarks.harness import ROOT, argument_parser, command, run_record, table_head, train_all, write_results
+from benchmarks.harness import (
+    ROOT, argument_parser, command, listed, page, run_record, table_head, train_all, write_results)
 
 # (n_f, n_c) per problem (issue 3's grids). At (85, 29) the inverse GT (d = 192, batch 4, 256 steps an epoch) takes
 # 0.7 s a step on both cores, 5 h for the 100 epochs: more than one 3 h working session, so it resumes over several
@@ -78,10 +79,7 @@ def main() -> None:
     from opformer.eval.evaluate import evaluate_run
 
     grids = {**GRIDS, "inverse": parse_grid(args.inverse_grid)}
-    problems = args.problems.split(",")
-    unknown = sorted(set(problems) - set(grids))
-    if unknown:
-        raise SystemExit(f"--problems: unknown {', '.join(unknown)}; expected some of {', '.join(grids)}")
+    problems = listed(args.problems, list(grids), "--problems")
     runs = Path(args.runs)
     jobs = []
     for problem in problems:
@@ -186,7 +184,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines[-1] += (" Inverse rows whose command has no --inverse-grid ran when (43, 15) was the script's only "
                       "inverse grid: add --inverse-grid 43,15 to rerun them (a rerun trains the GT at the script's "
                       f"current peak rate, {INVERSE_GT_LR:g}; the peak lr column gives the rate each row had).")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 if __name__ == "__main__":
