@@ -5,11 +5,14 @@
 - Step timing: :func:`time_step` runs one ``opformer bench`` cell (:mod:`opformer.bench.cell`) in a fresh process.
 - Results: :func:`write_results` adds the metadata (:func:`metadata`: command, machine, load average before and
   after) to a result and writes ``NAME.json`` and ``NAME.md`` (the markdown made from the JSON alone, so a
-  committed result can be re-rendered; :func:`describe_machine` reads the older shapes of ``machine`` too).
+  committed result can be re-rendered, and :func:`headed` by its command; :func:`describe_machine` reads the older
+  shapes of ``machine`` too). The markdown's pieces: :func:`table_head`, :func:`table_row`, :func:`quantity_table`,
+  :func:`page`.
 
-Each script is run from the repository root as ``python benchmarks/NAME.py`` (this folder is then first on the
-module path, so ``import harness`` finds this file); a script in a subfolder (``benchmarks/WHAT/NAME.py``) puts
-this folder on the path itself.
+Each script is run from the repository root as a module, ``python -m benchmarks.PURPOSE.NAME``, and imports this
+one as ``benchmarks.harness``. Its results go to the same folders under ``benchmarks/results/``, named for it:
+``benchmarks/papers/galerkin/burgers.py`` writes ``benchmarks/results/papers/galerkin/burgers.{json,md}`` (a
+variant of a run adds ``_VARIANT`` to the name).
 """
 
 from __future__ import annotations
@@ -43,16 +46,38 @@ GIB = 2.0**30
 
 # The command line.
 
+def script() -> Path:
+    """The running script's path from the repository root (``benchmarks/PURPOSE/NAME.py``)."""
+    path = Path(sys.argv[0]).resolve()
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path("benchmarks") / path.name
+
+
+def results_folder() -> Path:
+    """The folder of the running script's results: its folder under ``benchmarks/`` mirrored under
+    ``benchmarks/results/``."""
+    return RESULTS / script().parent.relative_to("benchmarks")
+
+
 def argument_parser(doc: str, parallel: bool = False) -> argparse.ArgumentParser:
-    """A script's argument parser with its docstring as help and ``--results``; ``parallel`` adds ``--jobs`` and
-    ``--threads`` (the training benchmarks)."""
+    """A script's argument parser with its docstring as help and ``--results`` (default :func:`results_folder`);
+    ``parallel`` adds ``--jobs`` and ``--threads`` (the training benchmarks)."""
     result = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    result.add_argument("--results", default=str(RESULTS), help="folder of the results JSON and markdown")
+    result.add_argument("--results", default=str(results_folder()), help="folder of the results JSON and markdown")
     if parallel:
         result.add_argument("--jobs", type=int, default=2, help="runs trained at once")
         result.add_argument("--threads", type=int, default=None,
                             help="threads per run (default: cores / jobs; give 1 when another job shares the cores)")
     return result
+
+
+def listed(text: str, known: Sequence[str], option: str) -> list[str]:
+    """The comma-separated names of ``text``, each one of ``known``; an unknown one ends the script naming
+    ``option`` and what it expects."""
+    names = text.split(",")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise SystemExit(f"{option}: unknown {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return names
 
 
 def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
@@ -162,7 +187,8 @@ def describe_machine(info: dict[str, Any] | str) -> str:
 
 def timing_log(path: Path) -> dict[str, dict[str, Any]]:
     """``name -> {seconds, load_start, load_end, KEY: int ...}`` from a log of lines ``NAME seconds S load_start A
-    B C load_end D E F [KEY N ...]`` (benchmarks/generate_mixture.sh, dpot_runs.sh); a name's last line wins."""
+    B C load_end D E F [KEY N ...]`` (benchmarks/papers/dpot/generate_mixture.sh, runs.sh); a name's last line
+    wins."""
     out = {}
     if path.is_file():
         for line in path.read_text().splitlines():
@@ -208,12 +234,15 @@ def anonymous_rise() -> Iterator[dict[str, float]]:
         result["mib"] = (max(peak[0], anonymous_kib()) - start) / 1024
 
 
+def module() -> str:
+    """The running script's module name, ``benchmarks.PURPOSE.NAME``."""
+    return ".".join(script().with_suffix("").parts)
+
+
 def command() -> str:
-    """The command line of the running script, as a results file records it (its path from the repository root:
-    ``benchmarks/NAME.py`` or ``benchmarks/FOLDER/NAME.py``)."""
-    script = Path(sys.argv[0]).resolve()
-    path = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path("benchmarks") / script.name
-    return " ".join(["python", path.as_posix(), *sys.argv[1:]])
+    """The command line of the running script, as a results file records it: ``python -m benchmarks.PURPOSE.NAME
+    ARGS``."""
+    return " ".join(["python", "-m", module(), *sys.argv[1:]])
 
 
 def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
@@ -228,19 +257,39 @@ def table_head(*columns: str) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
 
+def table_row(*cells: object) -> str:
+    """One markdown table line of ``cells``."""
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def page(lines: list[str], note: str | None = None) -> str:
+    """A results markdown page: its ``lines`` and, after a blank line, the paragraph ``note``; ends in a newline."""
+    return "\n".join([*lines, *(["", note] if note is not None else [])]) + "\n"
+
+
 def quantity_table(rows: list[tuple[str, str]]) -> list[str]:
     """Markdown lines of a two-column "quantity | value" table."""
     return [*table_head("quantity", "value"), *[f"| {name} | {value} |" for name, value in rows]]
 
 
+def headed(text: str, command: str) -> str:
+    """A results markdown ``text`` headed by its command: a ``Command: `COMMAND``` line after the title, unless a
+    line of its header (the lines before the first table or section) starts with "Command" already."""
+    lines = text.split("\n")
+    end = next((i for i, line in enumerate(lines) if line.startswith(("|", "## "))), len(lines))
+    if any(line.startswith("Command") for line in lines[:end]):
+        return text
+    return "\n".join([*lines[:1], "", f"Command: `{command}`", *lines[1:]])
+
+
 def write_results(results: str | Path, name: str, result: dict[str, Any], markdown: Callable[[dict[str, Any]], str],
                   load_before: Sequence[float], *libraries: str) -> None:
     """Add the metadata (:func:`metadata`) to ``result``; write ``name``.json and ``name``.md (``markdown`` of the
-    JSON) into the folder ``results``, each atomically; print the markdown."""
+    JSON, :func:`headed` by its command) into the folder ``results``, each atomically; print the markdown."""
     result.update(metadata(load_before, *libraries))
     folder = Path(results)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / f"{name}.json", json.dumps(result, indent=2) + "\n")
-    text = markdown(json.loads(json.dumps(result)))  # exactly what the JSON holds
+    text = headed(markdown(json.loads(json.dumps(result))), result["command"])  # exactly what the JSON holds
     write_atomic(folder / f"{name}.md", text)
     print(text)

@@ -14,34 +14,35 @@ of TEST (Navier-Stokes nu = 1e-3 -> 1e-4): the coverage there, with and without 
 
 Run from the repository root (cases as NAME=RUN:HELD_OUT_FILE; data and runs as in benchmarks/trust/README.md)::
 
-    python benchmarks/trust/coverage.py --case burgers=RUN:FILE --case darcy=RUN:FILE ... --splits 10
+    python -m benchmarks.trust.coverage --case burgers=RUN:FILE --case darcy=RUN:FILE ... --splits 10
 
-Writes benchmarks/results/trust_coverage.json and .md.
+Writes benchmarks/results/trust/coverage.json and .md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, command, describe_load, describe_machine, table_head, write_results  # noqa: E402
+from benchmarks.harness import (
+    argument_parser, command, describe_load, describe_machine, page, table_head, write_results)
 
-from opformer.data.store import read_arrays, read_fields, read_info  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
-from opformer.trust.calibration import Scores  # noqa: E402
-from opformer.trust.conformal import conformal_quantile, expected_coverage  # noqa: E402
-from opformer.trust.scores import SCALES, point_level  # noqa: E402
-from opformer.trust.shift import flag_shifted  # noqa: E402
+from opformer.data.store import read_arrays, read_fields, read_info
+from opformer.eval.forecast import load_forecaster
+from opformer.trust.calibration import Scores
+from opformer.trust.conformal import conformal_quantile, expected_coverage
+from opformer.trust.scores import SCALES, point_level
+from opformer.trust.shift import flag_shifted
 
-NAME = "trust_coverage"
+NAME = "coverage"
 COVERAGES = (0.8, 0.9, 0.95)
 
 
@@ -177,7 +178,7 @@ def markdown(result: dict[str, Any]) -> str:
             unflagged = "none" if row["unflagged"] is None else f"{row['unflagged']:.3f}"
             lines.append(f"| {c} | {row['mean']:.3f} | {row['per_frame'][0]:.3f} | {row['per_frame'][-1]:.3f} | "
                          f"{unflagged} | {row['median_error_over_bound']:.2f} | {row['roughness_mean']:.3f} |")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 NOTE = ("Coverage: the share of test samples whose relative L2 error (pointwise: whose normalised error at the "
@@ -191,22 +192,42 @@ NOTE = ("Coverage: the share of test samples whose relative L2 error (pointwise:
         "hide.")
 
 
-def main() -> None:
-    parser = argument_parser(__doc__)
+def case_parser(doc: str, splits: int) -> argparse.ArgumentParser:
+    """The command line of a benchmark of scored held-out cases: ``--case NAME=RUN:HELD_OUT_FILE`` (repeatable),
+    ``--frames`` and ``--splits`` (default ``splits``)."""
+    parser = argument_parser(doc)
     parser.add_argument("--case", action="append", default=[], help="NAME=RUN:HELD_OUT_FILE (repeatable)")
     parser.add_argument("--frames", type=int, help="frames to roll out (trajectories; default every frame after t_in)")
-    parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--splits", type=int, default=splits)
+    return parser
+
+
+def earlier(results: str, name: str) -> dict[str, Any]:
+    """The results ``name``.json in the folder ``results`` as earlier invocations left it ({} if none): the cases
+    they measured are kept."""
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def scored_cases(cases: list[str], frames: int | None
+                 ) -> Iterator[tuple[str, str, str, dict[str, torch.Tensor], dict[str, Any]]]:
+    """Each ``--case NAME=RUN:HELD_OUT_FILE`` of ``cases`` scored (:func:`scored`): the text, name, run, scores and
+    description."""
+    for text in cases:
+        name, rest = text.split("=", 1)
+        run, path = rest.split(":", 1)
+        yield text, name, run, *scored(run, path, frames)
+
+
+def main() -> None:
+    parser = case_parser(__doc__, splits=10)
     parser.add_argument("--shift", help="RUN:CAL_FILE:TEST_FILE")
     args = parser.parse_args()
     load_before = os.getloadavg()
     torch.set_num_threads(1)
-    previous = Path(args.results) / f"{NAME}.json"  # cases measured by earlier invocations are kept
-    kept = json.loads(previous.read_text()) if previous.exists() else {}
+    kept = earlier(args.results, NAME)
     cases = kept.get("cases", {})
-    for text in args.case:
-        name, rest = text.split("=", 1)
-        run, path = rest.split(":", 1)
-        parts, meta = scored(run, path, args.frames)
+    for _, name, _, parts, meta in scored_cases(args.case, args.frames):
         cases[name] = {"meta": meta, "splits": splits(parts, args.splits), "command": command(),
                        "loadavg": list(os.getloadavg())}
     result: dict[str, Any] = {"note": NOTE, "cases": cases}

@@ -19,9 +19,9 @@ calibrates, its second half tests):
 
 Run from the repository root (data and runs as in benchmarks/trust/README.md)::
 
-    python benchmarks/trust/fallback.py --case darcy=RUN:HELD_OUT --case navier_stokes=RUN:HELD_OUT
+    python -m benchmarks.trust.fallback --case darcy=RUN:HELD_OUT --case navier_stokes=RUN:HELD_OUT
 
-Writes benchmarks/results/trust_fallback.json and .md.
+Writes benchmarks/results/trust/fallback.json and .md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,19 +38,18 @@ import h5py
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import (argument_parser, command, describe_load, describe_machine, relative_l2, table_head,  # noqa: E402
-                     write_results)
+from benchmarks.harness import (
+    argument_parser, command, describe_load, describe_machine, page, relative_l2, table_head, write_results)
 
-from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,  # noqa: E402
+from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
-from opformer.eval.forecast import load_forecaster, predict_file  # noqa: E402
-from opformer.pde.resolve import resolve_operator, resolve_trajectory  # noqa: E402
-from opformer.trust.calibration import bounds_annotation, calibrate_run  # noqa: E402
-from opformer.trust.fallback import predict_with_fallback  # noqa: E402
-from opformer.trust.shift import flag_shifted, input_statistics  # noqa: E402
+from opformer.eval.forecast import load_forecaster, predict_file
+from opformer.pde.resolve import resolve_operator, resolve_trajectory
+from opformer.trust.calibration import bounds_annotation, calibrate_run
+from opformer.trust.fallback import predict_with_fallback
+from opformer.trust.shift import flag_shifted, input_statistics
 
-NAME = "trust_fallback"
+NAME = "fallback"
 COVERAGE = 0.9
 
 
@@ -218,9 +216,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", *table_head("case", "command", "load average after"),
               *[f"| {name} | `{c['command']}` | " + " / ".join(f"{v:.2f}" for v in c["loadavg"]) + " |"
                 for name, c in result["cases"].items()]]
-    lines += ["", "Solver answers against the stored truth (largest relative L2): " + ", ".join(
-        f"{name} {c['solver_max_error_vs_stored']:.1e}" for name, c in result["cases"].items()) + "."]
-    return "\n".join(lines) + "\n"
+    return page(lines,
+                "Solver answers against the stored truth (largest relative L2): " + ", ".join(
+                f"{name} {c['solver_max_error_vs_stored']:.1e}" for name, c in result["cases"].items()) + ".")
 
 
 NOTE = ("Solving all: every test sample solved again by opformer.pde.resolve with the file's settings, one thread, "

@@ -18,29 +18,24 @@ and splits).
 
 Run from the repository root (data and runs as in benchmarks/trust/README.md)::
 
-    python benchmarks/trust/joint.py --case navier_stokes=/tmp/h3/runs/ns_fno:/tmp/h3/data/ns3_held.h5 --splits 50
+    python -m benchmarks.trust.joint --case navier_stokes=/tmp/h3/runs/ns_fno:/tmp/h3/data/ns3_held.h5 --splits 50
 
-Writes benchmarks/results/trust_joint.json and .md.
+Writes benchmarks/results/trust/joint.json and .md.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, command, describe_load, describe_machine, table_head, write_results  # noqa: E402
-from trust.coverage import scored  # noqa: E402
+from benchmarks.harness import command, describe_load, describe_machine, page, table_head, write_results
+from benchmarks.trust.coverage import case_parser, earlier, scored_cases
+from opformer.trust.calibration import Calibration, Scores
 
-from opformer.trust.calibration import Calibration, Scores  # noqa: E402
-
-NAME = "trust_joint"
+NAME = "joint"
 COVERAGES = (0.8, 0.9, 0.95)
 METHODS = ("per frame", "Bonferroni", "joint")
 
@@ -102,7 +97,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {m['run']} | {m['data']} | {s['n_scale']} / {s['n_cal']} / {s['n_test']} | "
                      f"{s['frames']} | {case['count']} | `{case['command']}` | "
                      + " / ".join(f"{v:.2f}" for v in case["loadavg"]) + " |")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 NOTE = ("All frames covered: the share of test trajectories whose relative L2 error is within the bound at every "
@@ -112,19 +107,12 @@ NOTE = ("All frames covered: the share of test trajectories whose relative L2 er
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
-    parser.add_argument("--case", action="append", default=[], help="NAME=RUN:HELD_OUT_FILE (repeatable)")
-    parser.add_argument("--frames", type=int, help="frames to roll out (default every frame after t_in)")
-    parser.add_argument("--splits", type=int, default=50)
+    parser = case_parser(__doc__, splits=50)
     args = parser.parse_args()
     load_before = os.getloadavg()
     torch.set_num_threads(1)
-    previous = Path(args.results) / f"{NAME}.json"  # cases measured by earlier invocations are kept
-    cases = json.loads(previous.read_text()).get("cases", {}) if previous.exists() else {}
-    for text in args.case:
-        name, rest = text.split("=", 1)
-        run, path = rest.split(":", 1)
-        parts, meta = scored(run, path, args.frames)
+    cases = earlier(args.results, NAME).get("cases", {})
+    for text, name, run, parts, meta in scored_cases(args.case, args.frames):
         if meta["kind"] != "trajectory":
             parser.error(f"--case {text}: {run} is an operator run; joint bounds are over a rollout's frames")
         cases[name] = {"meta": meta, "splits": splits(parts, args.splits), "count": args.splits,

@@ -21,33 +21,31 @@ The runs of docs/trust.md (scratch data under /tmp/h2)::
     opformer train configs/burgers/fno1d.yaml --out /tmp/h2/runs/burgers --set data.path=/tmp/h2/burgers256.h5 \\
         --set data.resolution=256 --set data.n_train=200 --set data.n_val=20 --set data.n_test=180 \\
         --set train.epochs=15 --set model.width=32
-    python benchmarks/trust/scores.py --case darcy=/tmp/h2/runs/darcy --case burgers=/tmp/h2/runs/burgers
+    python -m benchmarks.trust.scores --case darcy=/tmp/h2/runs/darcy --case burgers=/tmp/h2/runs/burgers
 
-Writes benchmarks/results/trust_scores.json and .md.
+Writes benchmarks/results/trust/scores.json and .md.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, describe_load, describe_machine, table_head, write_results  # noqa: E402
+from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, write_results
 
-from opformer.data.pairs import load_split, split_options  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
-from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
-from opformer.grids import axis_kinds, restrict  # noqa: E402
-from opformer.trust.calibration import Scores, score_split, select  # noqa: E402
-from opformer.trust.conformal import conformal_quantile, expected_coverage  # noqa: E402
-from opformer.trust.scores import POINT_LEVELS, SCALES, local_scale, point_level  # noqa: E402
-from opformer.trust.shift import roughness  # noqa: E402
+from opformer.data.pairs import load_split, split_options
+from opformer.eval.forecast import load_forecaster
+from opformer.eval.metrics import relative_l2_per_sample
+from opformer.grids import axis_kinds, restrict
+from opformer.trust.calibration import Scores, score_split, select
+from opformer.trust.conformal import conformal_quantile, expected_coverage
+from opformer.trust.scores import POINT_LEVELS, SCALES, local_scale, point_level
+from opformer.trust.shift import roughness
 
-NAME = "trust_scores"
+NAME = "scores"
 COVERAGE = 0.9
 
 
@@ -135,7 +133,7 @@ def markdown(result: dict[str, Any]) -> str:
         width = ", ".join(f"{k} {v:.2e}" for k, v in chosen.get("mean_half_width", {}).items())
         lines.append(f"| {case['case']} | {case['test_samples']} | {chosen['score']}, {chosen['scale']} | {sharp} | "
                      f"{width} |")
-    return "\n".join(lines) + "\n"
+    return page(lines)
 
 
 def main() -> None:

@@ -18,34 +18,32 @@ Reported over ``--splits`` random calibration/test halves of the remaining sampl
 ``[c, c + 1/(n + 1)]``), the band width (mean half width over the points, over the truth's root mean square), and
 the added cost (training; per prediction).
 
-    python benchmarks/trust/uqno.py --run RUN --data HELD_OUT.h5 --residual-train 200 --epochs 30
+    python -m benchmarks.trust.uqno --run RUN --data HELD_OUT.h5 --residual-train 200 --epochs 30
 
-Writes benchmarks/results/trust_uqno.json and .md.
+Writes benchmarks/results/trust/uqno.json and .md.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import argument_parser, describe_load, describe_machine, table_head, write_results  # noqa: E402
+from benchmarks.harness import (
+    argument_parser, describe_load, describe_machine, page, table_head, table_row, write_results)
 
-from opformer.data.store import read_arrays  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
-from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
-from opformer.trust.conformal import conformal_quantile  # noqa: E402
-from opformer.trust.scores import local_scale  # noqa: E402
+from opformer.data.store import read_arrays
+from opformer.eval.forecast import load_forecaster
+from opformer.eval.metrics import relative_l2_per_sample
+from opformer.trust.conformal import conformal_quantile
+from opformer.trust.scores import local_scale
 
-NAME = "trust_uqno"
+NAME = "uqno"
 LEVELS = ((0.9, 0.9), (0.95, 0.95))
 
 
@@ -192,10 +190,10 @@ def markdown(result: dict[str, Any]) -> str:
                      f"both calls {row['uqno_predict_seconds']:.3f} s, base alone "
                      f"{result['base_predict_seconds']:.3f} s)"
                      if uqno else f"{row['opformer_scale_seconds']:.4f} s (a box mean of the prediction)")
-            lines.append(f"| {level} | {name} | {m['coverage_mean']:.3f} +- {m['coverage_std']:.3f} | "
-                         f"[{row['target'][0]:.2f}, {row['target'][1]:.3f}] | {m['width_mean']:.4f} +- "
-                         f"{m['width_std']:.4f} | {train} | {extra} |")
-    return "\n".join(lines) + "\n"
+            lines.append(table_row(level, name, f"{m['coverage_mean']:.3f} +- {m['coverage_std']:.3f}",
+                                   f"[{row['target'][0]:.2f}, {row['target'][1]:.3f}]",
+                                   f"{m['width_mean']:.4f} +- {m['width_std']:.4f}", train, extra))
+    return page(lines)
 
 
 if __name__ == "__main__":

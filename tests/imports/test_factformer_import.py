@@ -1,6 +1,6 @@
 """FactFormer equals the authors' code (BaratiLab/FactFormer) with mapped weights, in float64, for their 2D time
 model, their 3D turbulence and smoke models and their steady Darcy model (fixtures made by
-benchmarks/import_fixtures_factformer.py), and ``opformer import factformer`` reads their trainer's checkpoints."""
+tests/fixtures/import_fixtures_factformer.py), and ``opformer import factformer`` reads their trainer's checkpoints."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``opformer import``: foreign weights give the reference implementations' outputs, on the committed fixtures.
 
-The fixtures (tests/fixtures/imports/, made by benchmarks/import_fixtures.py from the DPOT authors' code, the
+The fixtures (tests/fixtures/imports/, made by tests/fixtures/import_fixtures.py from the DPOT authors' code, the
 Galerkin Transformer package and neuraloperator 2.0) hold each reference's file as it writes it, an input and
 the reference's outputs in float32 and float64 (and, for the tiny DPOT, the gradients of a loss).
 """

@@ -1,6 +1,6 @@
 """``opformer export RUN DIR`` and ``opformer import opformer DIR|hf://...``: a run others can load, bit for bit.
 
-tests/fixtures/exports/v1/ is a repository of format version 1 (made by benchmarks/imports/export_fixture.py) with
+tests/fixtures/exports/v1/ is a repository of format version 1 (made by tests/fixtures/export_fixture.py) with
 the input and output its model gave (v1_io.safetensors): every later opformer must load it and give that output.
 """
 

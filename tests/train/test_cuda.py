@@ -1,5 +1,5 @@
 """The trainer on a CUDA device: the same batches as on the CPU, no host sync in a training step, and CUDA-graph
-steps equal to eager ones. Skipped where there is no CUDA device (CI); `benchmarks/gpu.sh` runs them."""
+steps equal to eager ones. Skipped where there is no CUDA device (CI); `benchmarks/systems/gpu.sh` runs them."""
 
 import csv
 import warnings

@@ -1,0 +1,1 @@
+"""Benchmarks that reproduce papers' claims, a folder per paper."""

@@ -1,0 +1,1 @@
+"""The DPOT paper: its pre-training mixture, trainings and tables."""

@@ -1,0 +1,1 @@
+"""FNO baselines: the FNO-nu rollout and the FNO's domain padding."""

@@ -1,0 +1,1 @@
+"""The Galerkin Transformer paper (Cao 2021): Burgers and Darcy."""

@@ -1,0 +1,1 @@
+"""Fault injection and fuzzing: every bad input ends in one line."""

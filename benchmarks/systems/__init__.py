@@ -1,0 +1,1 @@
+"""Speed, memory and scaling: compilation, CUDA graphs, DDP, the CPU loop, streaming, conversion, export."""

@@ -1,0 +1,1 @@
+"""Calibrated bounds, fallback and scores measured on trained runs."""
