@@ -188,11 +188,15 @@ class Trainer:
         def loss_fn(tensors: tuple[torch.Tensor, ...], draws: StepDraws) -> torch.Tensor:
             return self.task.drawn_loss(self.model, tensors, epoch, draws)
 
+        summed = self.config.loss.reduction == "sum"
         for step, batch in enumerate(self.pipeline.epoch(epoch, generator)):
             # the mean over this part, weighted so that DDP's average over processes is the mean over the global
-            # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them
-            weight = batch.part.share * world if world > 1 else 1.0
-            self.step(loss_fn, batch.tensors, batch.draws, weight, batch.size / world)
+            # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them.
+            # loss.reduction sum: the global batch's sum, the batch's mean times its size (the epoch's mean loss
+            # is still the mean: the samples it counts for are divided by as much)
+            scale = batch.size if summed else 1
+            weight = (batch.part.share * world if world > 1 else 1.0) * scale
+            self.step(loss_fn, batch.tensors, batch.draws, weight, batch.size / world / scale)
             self.scheduler.step()
             self.step.sync_hyperparameters()
             count += batch.size
