@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from opformer.config import RunConfig, config_to_dict, grid_defaults
+from opformer.config import RunConfig, config_from_dict, config_to_dict, grid_defaults
 from opformer.data.normalize import fit_together
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.registry import resolve_model_config
@@ -154,8 +154,8 @@ class Trainer:
 
     def _check_same_recipe(self, path: Path, stored: dict[str, Any], skip: tuple[str, ...] | None = None) -> None:
         """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's
-        (but ``skip``: the epochs of a run being extended)."""
-        current = config_to_dict(self.config)
+        (but ``skip``: the epochs of a run being extended); keys added since it was written take their defaults."""
+        current, stored = config_to_dict(self.config), config_to_dict(config_from_dict(stored))
         keys = [(section,) for section in ("optim", "schedule", "loss", "seed")]
         keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip", "precision")]
         for key in (k for k in keys if k != skip):
