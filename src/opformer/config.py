@@ -70,6 +70,8 @@ class LossConfig:
     name: Literal["relative_l2", "h1_relative"] = "relative_l2"
     gamma: NonNegativeFloat = 0.1
     weight_by_input: bool = False  # H1 term weighted by the first input channel (Darcy's coefficient a)
+    h1_interior: bool = False  # H1 misfit on interior points only (the GT package's difference drops both ends)
+    reduction: Literal["mean", "sum"] = "mean"  # over a batch's samples; sum: DPOT's training code
 
 
 @dataclass

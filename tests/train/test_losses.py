@@ -25,6 +25,13 @@ def test_h1_loss_by_hand():
     assert loss.item() == pytest.approx(1 + math.sqrt(0.1 * 0.25 * 36 / 4))
 
 
+def test_h1_loss_over_interior_points_by_hand():
+    # the example above with the misfits of the two end points dropped; the denominator keeps all four
+    pred, target, target_grad = col([0, 1, 0, -1]), col([0, 1, 0, 0]), col([1, 1, 1, 1])
+    loss = H1RelativeLoss(0.1, [1.0], [True], interior=True)(pred, target, target_grad)
+    assert loss.item() == pytest.approx(1 + math.sqrt(0.1 * 0.25 * (1 + 25) / 4))
+
+
 def test_h1_loss_vanishes_for_the_exact_solution_only():
     n = 16
     x = torch.arange(n, dtype=torch.float64) / n

@@ -116,6 +116,19 @@ def test_resume_refuses_another_optimiser_or_schedule(tmp_path, toy_file, tiny_c
             Trainer(config_from_dict(config), run).resume()
 
 
+def test_a_run_from_before_the_loss_reduction_and_h1_interior_keys_resumes(tmp_path, toy_file, tiny_config):
+    from opformer.runs import save_checkpoint
+
+    run = tmp_path / "run"
+    train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
+    surrogate, payload = load_checkpoint_surrogate(run / "last.pt")
+    for key in ("reduction", "h1_interior"):
+        del payload["run_config"]["loss"][key]
+    save_checkpoint(run / "last.pt", surrogate, run_config=payload["run_config"], epoch=payload["epoch"],
+                    history=payload["history"], best_val=payload["best_val"], training_state=payload["training_state"])
+    assert train(config_from_dict(tiny_config(toy_file, epochs=2)), run, resume=True)["epochs"] == 2
+
+
 def test_one_writer_per_run_and_new_runs_only_in_empty_folders(tmp_path, toy_file, tiny_config):
     import fcntl
 

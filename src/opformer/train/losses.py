@@ -25,13 +25,19 @@ class H1RelativeLoss(nn.Module):
     over grid points and gradient components, and ``w`` a point-wise weight: 1, or the coefficient ``a`` of
     Darcy flow (the paper's ``||a grad(T(a) - u)||`` regulariser, Example 5.2). In 1D with ``w = 1`` this is
     appendix C.1's formula.
+
+    ``interior``: the misfit sums over the points that are not first or last on any axis (the denominator still
+    over every point), as the authors' package does in 1D: its central difference drops both ends, on a periodic
+    grid too. Otherwise periodic axes wrap around and closed ones take one-sided differences at the ends.
     """
 
-    def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[Kind]) -> None:
+    def __init__(self, gamma: float, lengths: Sequence[float], periodic: Sequence[Kind],
+                 interior: bool = False) -> None:
         super().__init__()
         self.gamma = gamma
         self.lengths = tuple(lengths)
         self.periodic = tuple(periodic)
+        self.interior = interior
 
     def forward(self, pred: torch.Tensor, target: torch.Tensor, target_grad: torch.Tensor,
                 weight: torch.Tensor | None = None) -> torch.Tensor:
@@ -44,7 +50,11 @@ class H1RelativeLoss(nn.Module):
         h = spacing(n, self.lengths[0], self.periodic[0])
         pred_grad = central_difference(pred, self.lengths, self.periodic)
         w = 1.0 if weight is None else weight
-        misfit = (w * (target_grad - pred_grad).pow(2)).flatten(1).sum(dim=1)
+        squared = w * (target_grad - pred_grad).pow(2)
+        if self.interior:
+            for dim in range(1, pred.dim() - 1):
+                squared = squared.narrow(dim, 1, squared.shape[dim] - 2)
+        misfit = squared.flatten(1).sum(dim=1)
         scale = (w * target_grad.pow(2)).flatten(1).sum(dim=1)
         regulariser = torch.sqrt(self.gamma * h * misfit / scale)
         return (data_term + regulariser).mean()

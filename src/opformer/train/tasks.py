@@ -139,7 +139,7 @@ class OperatorTask:
         self.info = self.train.info
         self.input_channels, self.target_channels = self.val.input_channels, self.val.target_channels
         domain = self.info.domain
-        self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], axis_kinds(domain))
+        self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], axis_kinds(domain), config.loss.h1_interior)
                    if config.loss.name == "h1_relative" else None)
 
     def spec_data(self) -> dict[str, Any]:

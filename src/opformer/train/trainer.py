@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from opformer.config import RunConfig, config_to_dict, grid_defaults
+from opformer.config import RunConfig, config_from_dict, config_to_dict, grid_defaults
 from opformer.data.normalize import fit_together
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.registry import resolve_model_config
@@ -154,8 +154,8 @@ class Trainer:
 
     def _check_same_recipe(self, path: Path, stored: dict[str, Any], skip: tuple[str, ...] | None = None) -> None:
         """The optimiser, schedule, loss, seed and the settings that shape the schedule must be the checkpoint's
-        (but ``skip``: the epochs of a run being extended)."""
-        current = config_to_dict(self.config)
+        (but ``skip``: the epochs of a run being extended); keys added since it was written take their defaults."""
+        current, stored = config_to_dict(self.config), config_to_dict(config_from_dict(stored))
         keys = [(section,) for section in ("optim", "schedule", "loss", "seed")]
         keys += [("train", key) for key in ("epochs", "batch_size", "grad_clip", "precision")]
         for key in (k for k in keys if k != skip):
@@ -188,11 +188,15 @@ class Trainer:
         def loss_fn(tensors: tuple[torch.Tensor, ...], draws: StepDraws) -> torch.Tensor:
             return self.task.drawn_loss(self.model, tensors, epoch, draws)
 
+        summed = self.config.loss.reduction == "sum"
         for step, batch in enumerate(self.pipeline.epoch(epoch, generator)):
             # the mean over this part, weighted so that DDP's average over processes is the mean over the global
-            # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them
-            weight = batch.part.share * world if world > 1 else 1.0
-            self.step(loss_fn, batch.tensors, batch.draws, weight, batch.size / world)
+            # batch; the epoch's sum counts each process's value / world, the all-reduce at reads adds them.
+            # loss.reduction sum: the global batch's sum, the batch's mean times its size (the epoch's mean loss
+            # is still the mean: the samples it counts for are divided by as much)
+            scale = batch.size if summed else 1
+            weight = (batch.part.share * world if world > 1 else 1.0) * scale
+            self.step(loss_fn, batch.tensors, batch.draws, weight, batch.size / world / scale)
             self.scheduler.step()
             self.step.sync_hyperparameters()
             count += batch.size
