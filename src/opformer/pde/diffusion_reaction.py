@@ -26,7 +26,7 @@ DU, DV, K = 1e-3, 5e-3, 5e-3
 #: The side of the square (-1, 1)^2 and its lower-left corner.
 LENGTH, ORIGIN = 2.0, -1.0
 #: Default time step: 2.5e-3 keeps RK4 stable for |u| <= ~19 (N(0, 1) initial values stay below ~5); the
-#: time error it leaves at 64^2 is measured in benchmarks/results/diffusion_reaction.md.
+#: time error it leaves at 64^2 is measured in benchmarks/results/solvers/diffusion_reaction.md.
 DR_DT = 2.5e-3
 _AXES = (-2, -1)
 

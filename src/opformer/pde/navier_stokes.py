@@ -31,7 +31,7 @@ FFTS_PER_STEP = 20
 #: covariance as 7^(3/2) (...)^-2.5); constant mode removed (a periodic vorticity has zero mean).
 FNO_GRF = {"alpha": 2.5, "tau": 7.0, "sigma": 7.0**1.5, "zero_mean": True}
 #: Default time step of the FNO-nu preset, ``FNO_DT_TIMES_N / solve_resolution`` (0.02 at 64^2): CFL number
-#: ``dt max(|u| + |v|) N`` <= 0.51 measured for nu = 1e-3, time error ~1e-9 (benchmarks/results/navier_stokes_data.md).
+#: ``dt max(|u| + |v|) N`` <= 0.51 measured for nu = 1e-3, time error ~1e-9 (benchmarks/results/solvers/navier_stokes.md).
 FNO_DT_TIMES_N = 1.28
 #: Default solve grid below nu = 1e-3 (the grid of Li et al.); at nu = 1e-3 the storage grid (64^2 resolved).
 FNO_FINE_SOLVE_RESOLUTION = 256

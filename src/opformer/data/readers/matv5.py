@@ -2,12 +2,12 @@
 
 scipy's ``loadmat`` parses v5 files in compiled code that trusts the file's size and type tags: flipping one byte
 of a small uncompressed file (a tag of an array's dimensions or data element) kills the process with SIGSEGV or
-SIGBUS (scipy 1.17: 31 of 3,239 one-byte changes of a 608-byte file, ``benchmarks/formats/fno_mat_v5.py``). So the
+SIGBUS (scipy 1.17: 31 of 3,239 one-byte changes of a 608-byte file, ``benchmarks/robustness/fno_mat_v5.py``). So the
 file is read by a child process (``python -m opformer.data.readers.matv5 FILE FOLDER NAME...``, which imports
 numpy and scipy only): it writes each numeric variable asked for as a ``.npy`` file (no pickle) into a temporary
 folder, which the parent loads. A child killed by a signal is a one-line DataError naming the file and the
 signal; one whose ``loadmat`` raises prints the one-line error the parent raises. The cost, measured in
-``benchmarks/formats/fno_mat_v5.py``: the child's start and imports once per file, and one copy of the arrays
+``benchmarks/robustness/fno_mat_v5.py``: the child's start and imports once per file, and one copy of the arrays
 through the temporary folder (``TMPDIR``, which needs room for them).
 """
 
