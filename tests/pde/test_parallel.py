@@ -85,3 +85,13 @@ def test_a_worker_process_ends_when_its_parent_is_killed():
     while running() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not running()
+
+
+def test_a_worker_whose_given_parent_is_already_gone_ends_at_once():
+    code = ("import os, time\n"
+            "from opformer.processes import exit_with_parent\n"
+            "exit_with_parent(0.05, parent=os.getppid() + 1)  # not this process's parent: gone, as far as it knows\n"
+            "time.sleep(30)\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], timeout=30)
+    assert result.returncode == 1 and time.monotonic() - started < 20
