@@ -6,7 +6,7 @@ from pathlib import Path
 import opformer
 
 LAYERS = [("__init__", "errors", "io", "runtime", "grids", "validate"), ("pde",), ("data",), ("nn",), ("models",),
-          ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("train",), ("bench",),
+          ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("serve",), ("train",), ("bench",),
           ("quickstart", "cli", "__main__")]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT = Path(opformer.__file__).parent

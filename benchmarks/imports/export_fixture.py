@@ -27,7 +27,7 @@ from conftest import tiny_darcy_config, write_toy_darcy  # noqa: E402
 from opformer.config import config_from_dict  # noqa: E402
 from opformer.data.store import read_arrays  # noqa: E402
 from opformer.imports.repository import export_run  # noqa: E402
-from opformer.runs import load_checkpoint_surrogate  # noqa: E402
+from opformer.runs import Run  # noqa: E402
 from opformer.train.trainer import train  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "exports"
@@ -41,7 +41,7 @@ def main() -> None:
         train(config_from_dict(tiny_darcy_config("toy_darcy.h5", epochs=2)), "run")
         shutil.rmtree(OUT / "v1", ignore_errors=True)
         export_run("run", OUT / "v1")
-        surrogate, _ = load_checkpoint_surrogate("run/best.pt")
+        surrogate, _ = Run("run").model()
         inputs = torch.from_numpy(read_arrays("toy_darcy.h5", slice(8, 12))[0]).float()
         with torch.no_grad():
             outputs = surrogate(inputs)

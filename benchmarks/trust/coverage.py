@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import argument_parser, command, describe_load, describe_machine, table_head, write_results  # noqa: E402
 
 from opformer.data.store import read_arrays, read_fields, read_info  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
+from opformer.serve.forecaster import open_forecaster  # noqa: E402
 from opformer.trust.calibration import Scores  # noqa: E402
 from opformer.trust.conformal import conformal_quantile, expected_coverage  # noqa: E402
 from opformer.trust.scores import SCALES, point_level  # noqa: E402
@@ -48,7 +48,7 @@ COVERAGES = (0.8, 0.9, 0.95)
 def scored(run: str, path: str, frames: int | None, batch: int = 50) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Every sample of ``path`` predicted by ``run`` and scored: ``relative_l2`` (n, F), each scale's pointwise
     scores (n, F, levels), the input statistics (n, s); and what was done (kind, frames, seconds)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     info = read_info(path)
     scores, began = Scores(), time.perf_counter()
     n_frames = 1

@@ -45,10 +45,11 @@ from harness import (argument_parser, command, describe_load, describe_machine, 
 
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,  # noqa: E402
                                  write_trajectory_dataset)
-from opformer.eval.forecast import load_forecaster, predict_file  # noqa: E402
 from opformer.pde.resolve import resolve_operator, resolve_trajectory  # noqa: E402
-from opformer.trust.calibration import bounds_annotation, calibrate_run  # noqa: E402
-from opformer.trust.fallback import predict_with_fallback  # noqa: E402
+from opformer.serve.fallback import predict_with_fallback  # noqa: E402
+from opformer.serve.forecaster import open_forecaster  # noqa: E402
+from opformer.serve.predict import predict_file  # noqa: E402
+from opformer.trust.calibration import calibrate_run  # noqa: E402
 from opformer.trust.shift import flag_shifted, input_statistics  # noqa: E402
 
 NAME = "trust_fallback"
@@ -84,9 +85,8 @@ def solve_all(test: str, times: np.ndarray, t_in: int) -> tuple[float, np.ndarra
 
 def timed_predict(run: str, source: str, out: Path, coverage: float | None) -> float:
     """Seconds of one ``predict`` (with bounds at ``coverage`` when given)."""
-    annotate = None if coverage is None else bounds_annotation(run, coverage)
     began = time.perf_counter()
-    predict_file(run, source, out, device="cpu", annotate=annotate)
+    predict_file(run, source, out, device="cpu", coverage=coverage)
     return time.perf_counter() - began
 
 
@@ -121,7 +121,7 @@ def case(name: str, run: str, held: str, factors: list[float], repeats: int, fol
          shifted: str | None = None) -> dict[str, Any]:
     """Steps 1-5 of the module's docstring for one case: the first half of ``held`` calibrates, the second tests
     (``shifted``: all of ``held`` calibrates, all of ``shifted`` tests)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     trajectory = forecaster.kind == "trajectory"
     if shifted:
         info, half, cal = read_info(shifted), 0, held

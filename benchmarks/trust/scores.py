@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import argument_parser, describe_load, describe_machine, table_head, write_results  # noqa: E402
 
 from opformer.data.pairs import load_split, split_options  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
+from opformer.serve.forecaster import open_forecaster  # noqa: E402
 from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
 from opformer.grids import axis_kinds, restrict  # noqa: E402
 from opformer.trust.calibration import Scores, score_split, select  # noqa: E402
@@ -53,7 +53,7 @@ COVERAGE = 0.9
 
 def measure(name: str, run: str, splits: int) -> dict[str, Any]:
     """The per-sample and pointwise rows of one run (see the module's docstring)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     cfg = forecaster.payload["run_config"]["data"]
     data = load_split(cfg["path"], "test", **split_options(cfg))
     x, truth = data.inputs, data.targets.double()

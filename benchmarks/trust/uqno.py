@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import argument_parser, describe_load, describe_machine, table_head, write_results  # noqa: E402
 
 from opformer.data.store import read_arrays  # noqa: E402
-from opformer.eval.forecast import load_forecaster  # noqa: E402
+from opformer.serve.forecaster import open_forecaster  # noqa: E402
 from opformer.eval.metrics import relative_l2_per_sample  # noqa: E402
 from opformer.trust.conformal import conformal_quantile  # noqa: E402
 from opformer.trust.scores import local_scale  # noqa: E402
@@ -120,7 +120,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from neuralop.models import UQNO
 
-    forecaster = load_forecaster(args.run, "cpu")
+    forecaster = open_forecaster(args.run, "cpu")
     x, y = (torch.from_numpy(a) for a in read_arrays(args.data, slice(None)))
     pred = forecaster.predict(x)
     k = args.residual_train

@@ -37,12 +37,10 @@ from opformer.config import config_from_dict
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
 from opformer.imports import hub
-from opformer.imports.weights import sha256_file
-from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
+from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (SUMMARY, check_fresh, finite_json, load_checkpoint_surrogate, record_import,
-                           recorded_sessions, run_checkpoint, save_checkpoint, write_metrics, write_run_config,
-                           write_summary)
+from opformer.runs import (SUMMARY, Run, check_fresh, finite_json, record_import, recorded_sessions, save_checkpoint,
+                           write_metrics, write_run_config, write_summary)
 
 FORMAT = "opformer-model"
 #: the version this opformer writes; it reads every version up to it
@@ -112,8 +110,8 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"{out}: exists and is not an empty folder; choose a new or empty one")
-    checkpoint = run_checkpoint(run_dir, "best")
-    surrogate, payload = load_checkpoint_surrogate(checkpoint)
+    run = Run(run_dir)
+    surrogate, payload = run.surrogate, run.payload
     results = None
     if metrics is not None:
         evaluated = read_json(Path(metrics))
