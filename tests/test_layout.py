@@ -6,7 +6,8 @@ from pathlib import Path
 import opformer
 
 LAYERS = [("__init__", "errors", "io", "runtime", "processes", "grids", "kinds", "validate"), ("pde",), ("data",),
-          ("nn",), ("models",), ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("train",), ("bench",),
+          ("nn",), ("models",), ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("serve",), ("train",),
+          ("bench",),
           ("quickstart", "cli", "__main__")]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT = Path(opformer.__file__).parent

@@ -12,7 +12,7 @@ from opformer.config import config_from_dict
 from opformer.data.store import read_fields
 from opformer.models.registry import preset
 from opformer.quickstart import dpot as job
-from opformer.runs import load_run_config
+from opformer.runs import Run
 
 
 def test_the_config_is_a_nano_dpot_on_the_mixture_each_member_at_its_stride():
@@ -98,8 +98,8 @@ def test_quickstart_dpot_end_to_end_then_resumes_without_redoing_anything(tmp_pa
     expected = persistence_by_hand(out / "navier_stokes.h5", 3, 1)
     assert held[0]["persistence_l2re"] == held[1]["persistence_l2re"] == pytest.approx(expected, rel=1e-5)
     assert "copied embed, pos, time_agg, blocks, head" in first
-    assert load_run_config(out / "finetune").init.checkpoint == str((out / "dpot").absolute())
-    assert load_run_config(out / "scratch").init.checkpoint is None
+    assert Run(out / "finetune").config.init.checkpoint == str((out / "dpot").absolute())
+    assert Run(out / "scratch").config.init.checkpoint is None
     for name in ("diffusion_reaction", "shallow_water"):
         assert (out / f"rollout_{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert all((out / run / "best.pt").is_file() for run in ("dpot", "finetune", "scratch"))

@@ -6,8 +6,7 @@ import pytest
 
 from opformer.config import config_from_dict
 from opformer.errors import CheckpointError
-from opformer.runs import (load_run_config, metrics_csv, run_checkpoint, write_metrics, write_run_config,
-                           write_summary)
+from opformer.runs import Run, metrics_csv, run_checkpoint, write_metrics, write_run_config, write_summary
 
 
 def test_metrics_csv_has_a_header_and_one_row_per_epoch():
@@ -27,7 +26,7 @@ def test_config_metrics_and_summary_round_trip(tmp_path):
     write_run_config(tmp_path, config)
     write_metrics(tmp_path, [{"epoch": 1, "seconds": 2.0}])
     write_summary(tmp_path, {"epochs": 1})
-    assert load_run_config(tmp_path) == config
+    assert Run(tmp_path).config == config
     assert (tmp_path / "metrics.csv").read_text().splitlines() == ["epoch,seconds", "1,2.0"]
     assert (tmp_path / "summary.json").read_text() == '{\n  "epochs": 1\n}\n'
     write_summary(tmp_path, {"best_val_relative_l2": float("nan"), "seconds_per_step": float("inf")})
@@ -38,7 +37,7 @@ def test_config_metrics_and_summary_round_trip(tmp_path):
 
 def test_missing_run_pieces_are_one_line_errors(tmp_path):
     with pytest.raises(CheckpointError, match="no config.yaml \\(not a run directory\\)"):
-        load_run_config(tmp_path)
+        Run(tmp_path).config
     with pytest.raises(CheckpointError, match="no such run directory"):
         run_checkpoint(tmp_path / "absent")
     with pytest.raises(CheckpointError, match="holds no last.pt"):

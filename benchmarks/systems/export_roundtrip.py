@@ -63,7 +63,7 @@ def main() -> None:
     load_before = os.getloadavg()
     import torch
 
-    from opformer.runs import load_checkpoint, load_checkpoint_surrogate
+    from opformer.runs import Run, load_checkpoint
 
     scratch = Path(args.scratch)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -94,7 +94,7 @@ def main() -> None:
     start = time.perf_counter()
     import_repository(scratch / "exported_again", scratch / "imported_again")
     seconds["import_in_process"] = time.perf_counter() - start
-    surrogate, original = load_checkpoint_surrogate(Path(args.run) / "best.pt")
+    surrogate, original = Run(args.run).model("best")
     tensors = [original["state_dict"], *(load_checkpoint(Path(run) / "best.pt")["state_dict"]
                                          for run in (imported, from_hub))]
     result: dict[str, Any] = {

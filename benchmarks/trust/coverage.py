@@ -36,7 +36,7 @@ from benchmarks.harness import (
     argument_parser, command, describe_load, describe_machine, page, table_head, write_results)
 
 from opformer.data.store import read_arrays, read_fields, read_info
-from opformer.eval.forecast import load_forecaster
+from opformer.serve.forecaster import open_forecaster
 from opformer.trust.calibration import Scores
 from opformer.trust.conformal import conformal_quantile, expected_coverage
 from opformer.trust.scores import SCALES, point_level
@@ -49,7 +49,7 @@ COVERAGES = (0.8, 0.9, 0.95)
 def scored(run: str, path: str, frames: int | None, batch: int = 50) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Every sample of ``path`` predicted by ``run`` and scored: ``relative_l2`` (n, F), each scale's pointwise
     scores (n, F, levels), the input statistics (n, s); and what was done (kind, frames, seconds)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     info = read_info(path)
     scores, began = Scores(), time.perf_counter()
     n_frames = 1

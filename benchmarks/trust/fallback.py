@@ -43,10 +43,11 @@ from benchmarks.harness import (
 
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
-from opformer.eval.forecast import load_forecaster, predict_file
 from opformer.pde.resolve import resolve_operator, resolve_trajectory
-from opformer.trust.calibration import bounds_annotation, calibrate_run
-from opformer.trust.fallback import predict_with_fallback
+from opformer.serve.fallback import predict_with_fallback
+from opformer.serve.forecaster import open_forecaster
+from opformer.serve.predict import predict_file
+from opformer.trust.calibration import calibrate_run
 from opformer.trust.shift import flag_shifted, input_statistics
 
 NAME = "fallback"
@@ -82,9 +83,8 @@ def solve_all(test: str, times: np.ndarray, t_in: int) -> tuple[float, np.ndarra
 
 def timed_predict(run: str, source: str, out: Path, coverage: float | None) -> float:
     """Seconds of one ``predict`` (with bounds at ``coverage`` when given)."""
-    annotate = None if coverage is None else bounds_annotation(run, coverage)
     began = time.perf_counter()
-    predict_file(run, source, out, device="cpu", annotate=annotate)
+    predict_file(run, source, out, device="cpu", coverage=coverage)
     return time.perf_counter() - began
 
 
@@ -119,7 +119,7 @@ def case(name: str, run: str, held: str, factors: list[float], repeats: int, fol
          shifted: str | None = None) -> dict[str, Any]:
     """Steps 1-5 of the module's docstring for one case: the first half of ``held`` calibrates, the second tests
     (``shifted``: all of ``held`` calibrates, all of ``shifted`` tests)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     trajectory = forecaster.kind == "trajectory"
     if shifted:
         info, half, cal = read_info(shifted), 0, held

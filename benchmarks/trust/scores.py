@@ -37,7 +37,7 @@ import torch
 from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, write_results
 
 from opformer.data.pairs import load_split, split_options
-from opformer.eval.forecast import load_forecaster
+from opformer.serve.forecaster import open_forecaster
 from opformer.eval.metrics import relative_l2_per_sample
 from opformer.grids import axis_kinds, restrict
 from opformer.trust.calibration import Scores, score_split, select
@@ -51,7 +51,7 @@ COVERAGE = 0.9
 
 def measure(name: str, run: str, splits: int) -> dict[str, Any]:
     """The per-sample and pointwise rows of one run (see the module's docstring)."""
-    forecaster = load_forecaster(run, "cpu")
+    forecaster = open_forecaster(run, "cpu")
     cfg = forecaster.payload["run_config"]["data"]
     data = load_split(cfg["path"], "test", **split_options(cfg))
     x, truth = data.inputs, data.targets.double()

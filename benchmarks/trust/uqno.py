@@ -38,7 +38,7 @@ from benchmarks.harness import (
     argument_parser, describe_load, describe_machine, page, table_head, table_row, write_results)
 
 from opformer.data.store import read_arrays
-from opformer.eval.forecast import load_forecaster
+from opformer.serve.forecaster import open_forecaster
 from opformer.eval.metrics import relative_l2_per_sample
 from opformer.trust.conformal import conformal_quantile
 from opformer.trust.scores import local_scale
@@ -118,7 +118,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from neuralop.models import UQNO
 
-    forecaster = load_forecaster(args.run, "cpu")
+    forecaster = open_forecaster(args.run, "cpu")
     x, y = (torch.from_numpy(a) for a in read_arrays(args.data, slice(None)))
     pred = forecaster.predict(x)
     k = args.residual_train

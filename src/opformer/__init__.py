@@ -14,8 +14,8 @@ def __getattr__(name: str) -> Any:
         from opformer.models.registry import build_model
 
         return build_model
-    if name == "load_surrogate":  # the forecaster with the run's calibration attached (opformer.trust)
-        from opformer.trust.calibration import load_surrogate
+    if name == "load_surrogate":  # the forecaster with the run's calibration attached (opformer.serve)
+        from opformer.serve.forecaster import load_surrogate
 
         return load_surrogate
     raise AttributeError(f"module 'opformer' has no attribute {name!r}")

@@ -9,6 +9,7 @@ removed by the next write of the same file.
 from __future__ import annotations
 
 import errno
+import hashlib
 import glob
 import json
 import os
@@ -128,6 +129,15 @@ def atomic_replace(path: str | os.PathLike, suffix: str = ".tmp", size: int | No
         raise StorageError(f"{path}: could not be written ({os.strerror(exc.errno)}); nothing was replaced") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -79,7 +79,8 @@ def test_evaluate_metrics_well_on_a_converted_file(tmp_path, layouts, capsys):
     window, the VRMSE and NRMSE of its rollout; the mean leaves out the constant field; windows beyond the
     rollout and --windows without --metrics well are one-line errors."""
     from opformer.data.convert import convert_file
-    from opformer.eval.evaluate import load_run, rollout_row
+    from opformer.eval.evaluate import rollout_row
+    from opformer.runs import Run
     from opformer.config import config_from_dict
     from opformer.train.trainer import train
 
@@ -96,7 +97,7 @@ def test_evaluate_metrics_well_on_a_converted_file(tmp_path, layouts, capsys):
     assert main(["evaluate", str(run), "--metrics", "well", "--windows", "0:2,3:6", "--json", str(out)]) == 0
     assert "VRMSE 0:2" in capsys.readouterr().out
     well = json.loads(out.read_text())["results"][0]["well"]
-    checkpoint, surrogate, payload = load_run(run)
+    checkpoint, (surrogate, payload) = str(Run(run).checkpoint()), Run(run).model()
     _, split, preds = rollout_row(surrogate, payload, checkpoint, data, None, "test", torch.device("cpu"))
     truth = split.fields[:, 2:]
     vrmse = well_errors(preds, truth, 2)["vrmse"]  # (sample, frame, channel)

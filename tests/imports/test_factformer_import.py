@@ -16,7 +16,7 @@ from opformer.cli import main
 from opformer.errors import CheckpointError
 from opformer.imports import convert_file, factformer
 from opformer.models.registry import build_model
-from opformer.runs import load_checkpoint_surrogate, load_run_config
+from opformer.runs import Run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 CASES = ["ns2d", "ns3d", "smoke3d", "darcy"]
@@ -86,11 +86,11 @@ def test_the_cli_imports_their_checkpoint_and_the_run_predicts_as_theirs(tmp_pat
     assert main(["import", "factformer", str(checkpoint), "--config", str(yml), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "factformer2d, 10,225 parameters; their ns2d model, coordinates linspace(0, 6.28319, n)" in printed
-    run = load_run_config(out)
+    run = Run(out).config
     assert run.imported.format == "factformer" and run.model["t_in"] == 3 and run.model["lift"] == "linear"
     # the 10,225 tensors less the two frozen 2 x 8 Fourier matrices (their nn.Parameter, opformer's buffer)
     assert json.loads((out / "summary.json").read_text())["parameters"] == 10193
-    surrogate, _ = load_checkpoint_surrogate(out / "best.pt")
+    surrogate, _ = Run(out).model("best")
     with torch.no_grad():
         y = surrogate(x.float())
     assert (y.double() - expected).norm() / expected.norm() < 1e-5  # float32 weights
@@ -165,4 +165,4 @@ def test_a_run_of_the_layout_before_the_authors_is_a_one_line_error(tmp_path):
         "model.encoder.blocks.0.out.0.bias), which does not load; retrain it with this version, or import the "
         "authors' weights with 'opformer import factformer'")
     with pytest.raises(CheckpointError, match="opformer's earlier layout"):
-        load_checkpoint_surrogate(path)
+        Run(path.parent).model()

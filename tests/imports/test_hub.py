@@ -15,7 +15,7 @@ from huggingface_hub import constants, errors
 from opformer.cli import main
 from opformer.errors import ConfigError
 from opformer.imports import hub
-from opformer.runs import load_run_config
+from opformer.runs import Run
 from test_cli import one_line_error as single_line, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
@@ -71,14 +71,14 @@ def test_an_import_from_the_cache_records_the_commit_and_sha256(offline_cache, t
     out = tmp_path / "ti"
     assert main(["import", "dpot", "hf://hzk17/DPOT/model_Ti.pth", "--out", str(out)]) == 0
     assert "dpot2d (custom), 9,043 parameters" in capsys.readouterr().out
-    imported = load_run_config(out).imported
+    imported = Run(out).config.imported
     assert (imported.source, imported.revision) == ("hf://hzk17/DPOT/model_Ti.pth", COMMIT)
     assert imported.sha256 == hashlib.sha256(data).hexdigest()
     record = json.loads((out / "run.json").read_text())["sessions"][-1]["imported"]
     assert record["revision"] == COMMIT and record["sha256"] == imported.sha256
     # a tag pinned with @ (or --revision): the same file, the commit it resolves to recorded
     assert main(["import", "dpot", "hf://hzk17/DPOT@v1/model_Ti.pth", "--out", str(tmp_path / "pinned")]) == 0
-    assert load_run_config(tmp_path / "pinned").imported.revision == COMMIT
+    assert Run(tmp_path / "pinned").config.imported.revision == COMMIT
 
 
 def one_line_error(capsys, args, *words):

@@ -19,7 +19,7 @@ from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError
 from opformer.imports import FORMATS, build_surrogate, convert_file, dpot, galerkin, import_run, neuraloperator
 from opformer.models.registry import build_model
-from opformer.runs import load_run_config
+from opformer.runs import Run
 from opformer.train.trainer import Trainer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
@@ -197,7 +197,7 @@ def test_the_cli_writes_the_run_and_reports_errors_in_one_line(tmp_path, capsys)
     assert main(["import", "dpot", str(FIXTURES / "dpot_tiny.pth"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "dpot2d (custom), 9,043 parameters; modes 32 (args.modes)" in printed and f"wrote {out}" in printed
-    config = load_run_config(out)
+    config = Run(out).config
     assert config.imported.format == "dpot" and config.imported.source == str(FIXTURES / "dpot_tiny.pth")
     import hashlib
     assert config.imported.sha256 == hashlib.sha256((FIXTURES / "dpot_tiny.pth").read_bytes()).hexdigest()
@@ -225,7 +225,7 @@ def dpot_run(tmp_path):
 def test_an_imported_dpot_is_evaluated_on_a_member_padded_and_resized(tmp_path, capsys, dpot_run):
     from conftest import write_toy_heat
     from opformer.data.resize import resize
-    from opformer.eval.members import imported_member, member_rollout
+    from opformer.eval.mixture import imported_member, member_rollout
 
     heat = write_toy_heat(tmp_path / "heat32.h5", samples=2, n=32, frames=8)  # 1 channel at 32^2, model: 4 at 16^2
     code = main(["evaluate", str(dpot_run), "--data", str(heat), "--frames", "2", "--json", str(tmp_path / "e.json")])
@@ -252,7 +252,7 @@ def test_an_imported_dpot_is_evaluated_on_a_member_padded_and_resized(tmp_path, 
 def test_fine_tuning_from_an_imported_dpot_equals_the_native_model_with_its_weights(tmp_path, heat_file, dpot_run):
     """One training step from ``init: {checkpoint: RUN}`` equals one step of opformer's DPOT built from the same
     config and given the converted weights directly (the classifier, never copied, is fresh in both)."""
-    model = {k: v for k, v in load_run_config(dpot_run).model.items() if k not in ("t_in", "t_out")}
+    model = {k: v for k, v in Run(dpot_run).config.model.items() if k not in ("t_in", "t_out")}
 
     def config(init):
         return config_from_dict({

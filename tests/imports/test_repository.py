@@ -23,7 +23,7 @@ from opformer.imports import import_run
 from opformer.imports.export import FORMAT_VERSION, export_run
 from opformer.imports.repository import import_repository
 from opformer.models.registry import build_model
-from opformer.runs import load_checkpoint, load_checkpoint_surrogate, load_run_config
+from opformer.runs import Run, load_checkpoint
 from opformer.train.transfer import initialize
 from opformer.train.trainer import train
 
@@ -44,7 +44,7 @@ def trained(tmp_path_factory):
 
 
 def predictions(run, data):
-    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
+    surrogate, _ = Run(run).model("best")
     with torch.no_grad():
         return surrogate(torch.from_numpy(read_arrays(data, slice(None))[0]).float())
 
@@ -79,7 +79,7 @@ def test_export_then_import_gives_the_runs_predictions_bit_for_bit(trained, tmp_
     for key, value in original["state_dict"].items():
         assert torch.equal(copy["state_dict"][key], value), key
     assert copy["run_config"] == original["run_config"] and copy["history"] == original["history"]
-    assert load_run_config(imported) == load_run_config(run)
+    assert Run(imported).config == Run(run).config
     sessions = json.loads((imported / "run.json").read_text())["sessions"]
     assert sessions[0]["command"] == json.loads((run / "run.json").read_text())["sessions"][0]["command"]
     assert sessions[-1]["imported"]["source"] == str(exported.absolute())
@@ -101,7 +101,7 @@ def test_the_committed_version_1_repository_still_loads(tmp_path):
     out, repository = import_repository(FIXTURES / "exports" / "v1", tmp_path / "v1")
     assert repository.config["format_version"] == 1
     io = load_file(FIXTURES / "exports" / "v1_io.safetensors")
-    surrogate, _ = load_checkpoint_surrogate(out / "best.pt")
+    surrogate, _ = Run(out).model("best")
     with torch.no_grad():
         torch.testing.assert_close(surrogate(io["input"]), io["output"], rtol=1e-6, atol=1e-7)
 
@@ -196,8 +196,8 @@ def test_fine_tuning_init_takes_an_exported_and_imported_dpot(tmp_path):
     first = import_run("dpot", FIXTURES / "imports" / "dpot_tiny.pth", tmp_path / "first")[0]
     export_run(first, tmp_path / "shared")
     second, _ = import_repository(tmp_path / "shared", tmp_path / "second")
-    assert load_run_config(second).imported.format == "dpot"  # still known as the DPOT authors' weights
-    config = {k: v for k, v in load_run_config(first).model.items()}
+    assert Run(second).config.imported.format == "dpot"  # still known as the DPOT authors' weights
+    config = {k: v for k, v in Run(first).config.model.items()}
     models = []
     for run in (first, second):
         torch.manual_seed(0)
@@ -206,7 +206,7 @@ def test_fine_tuning_init_takes_an_exported_and_imported_dpot(tmp_path):
         assert "dpot weights imported from" in note
         models.append(model.state_dict())
     assert all(torch.equal(models[0][k], models[1][k]) for k in models[0])
-    assert config_to_dict(load_run_config(second)) == config_to_dict(load_run_config(first))
+    assert config_to_dict(Run(second).config) == config_to_dict(Run(first).config)
 
 
 def test_tensors_sharing_memory_are_written_as_copies(tmp_path):

@@ -3,7 +3,7 @@
 import torch
 
 from opformer.config import config_from_dict
-from opformer.runs import load_checkpoint, load_checkpoint_surrogate
+from opformer.runs import Run, load_checkpoint
 from opformer.train import trainer
 from opformer.train.trainer import Trainer, train
 
@@ -20,7 +20,7 @@ def test_compiled_training_matches_eager_and_saves_plain_state_dict(tmp_path, to
     assert not any("_orig_mod" in key for key in weights[True])
     for key, value in weights[False].items():
         torch.testing.assert_close(weights[True][key], value, rtol=1e-6, atol=1e-6)
-    surrogate, _ = load_checkpoint_surrogate(tmp_path / "True" / "best.pt")
+    surrogate, _ = Run(tmp_path / "True").model("best")
     assert surrogate.state_dict().keys() == weights[False].keys()
 
 

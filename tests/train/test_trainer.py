@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import evaluate_run
-from opformer.runs import load_checkpoint, load_checkpoint_surrogate
+from opformer.runs import Run, load_checkpoint
 from opformer.train.trainer import Trainer, train
 
 
@@ -33,7 +33,7 @@ def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_conf
     assert len(rows) == 12 and vals[-1] < 0.5 * vals[0]
     best = min(range(12), key=vals.__getitem__)
     assert summary["best_epoch"] == best + 1
-    surrogate, payload = load_checkpoint_surrogate(run / "best.pt")
+    surrogate, payload = Run(run).model("best")
     assert payload["epoch"] == best and payload["training_state"] == {}
     # the stored best model reproduces its validation error
     (row,) = evaluate_run(run, toy_file, [32], split="val")
@@ -121,7 +121,7 @@ def test_a_run_from_before_the_loss_reduction_and_h1_interior_keys_resumes(tmp_p
 
     run = tmp_path / "run"
     train(config_from_dict(tiny_config(toy_file, epochs=1)), run)
-    surrogate, payload = load_checkpoint_surrogate(run / "last.pt")
+    surrogate, payload = Run(run).model("last")
     for key in ("reduction", "h1_interior"):
         del payload["run_config"]["loss"][key]
     save_checkpoint(run / "last.pt", surrogate, run_config=payload["run_config"], epoch=payload["epoch"],

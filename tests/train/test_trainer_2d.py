@@ -10,7 +10,7 @@ from opformer.data.pairs import load_split
 from opformer.errors import ConfigError, DataError
 from opformer.eval.evaluate import evaluate_run
 from opformer.eval.metrics import predict, split_errors
-from opformer.runs import load_checkpoint_surrogate
+from opformer.runs import Run
 from opformer.train.trainer import Trainer, train
 
 
@@ -23,7 +23,7 @@ def test_forward_problem_imposes_the_dirichlet_boundary_and_selects_on_validatio
                                                                                    darcy_config):
     run = tmp_path / "fwd"
     train(config_from_dict(darcy_config(darcy_file, epochs=2)), run)
-    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
+    surrogate, _ = Run(run).model("best")
     test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
     pred = predict(surrogate, test.inputs, 2, torch.device("cpu"))
     assert pred.shape == (2, 9, 9, 1)
@@ -43,7 +43,7 @@ def test_inverse_problem_evaluates_with_a_fixed_noise_realisation(tmp_path, darc
     (again,) = evaluate_run(run, darcy_file, [9], split="val")
     assert first == again
     assert first["relative_l2"] == pytest.approx(best_val(run), rel=1e-5)  # the noise validation used
-    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
+    surrogate, _ = Run(run).model("best")
     val = load_split(darcy_file, "val", n_train=8, n_val=2, n_test=2, resolution=9, target_resolution=5,
                      direction="inverse")
     clean = float(split_errors(surrogate, val, 2, torch.device("cpu")).mean())
@@ -71,7 +71,7 @@ def test_non_square_data_and_a_coarse_grid_finer_than_the_data_are_errors(tmp_pa
 
 
 def test_plot_writes_2d_prediction_maps(tmp_path, darcy_file, darcy_config):
-    from opformer.eval.report import plot_run
+    from opformer.eval.run_plots import plot_run
 
     run = tmp_path / "inv"
     train(config_from_dict(darcy_config(darcy_file, epochs=1, inverse=True)), run)
@@ -98,7 +98,7 @@ FNO = {"name": "fno2d", "width": 6, "modes": 3, "n_layers": 2, "projection_width
 
 def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates_and_resumes_as_it_was(
         tmp_path, darcy_file, darcy_config):
-    from opformer.runs import load_checkpoint, load_run_config, save_checkpoint
+    from opformer.runs import load_checkpoint, save_checkpoint
 
     config = {**darcy_config(darcy_file, epochs=1), "model": FNO}
     fresh = Trainer(config_from_dict(config), tmp_path / "new")
@@ -112,9 +112,9 @@ def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates
     train(config_from_dict({**config, "model": {**FNO, "periodic": False, "padding": 0}}), run)
     (before,) = evaluate_run(run, darcy_file, [9])
     test = load_split(darcy_file, "test", n_train=8, n_val=2, n_test=2, resolution=9)
-    trained, _ = load_checkpoint_surrogate(run / "best.pt")
+    trained, _ = Run(run).model("best")
     for name in ("best.pt", "last.pt"):
-        surrogate, payload = load_checkpoint_surrogate(run / name)
+        surrogate, payload = Run(run).model(name.removesuffix(".pt"))
         del surrogate.spec["model"]["padding"]
         del payload["run_config"]["model"]["padding"]
         save_checkpoint(run / name, surrogate, run_config=payload["run_config"], epoch=payload["epoch"],
@@ -122,14 +122,14 @@ def test_fno_pads_closed_data_by_default_and_a_run_from_before_padding_evaluates
                         training_state=payload["training_state"])
     (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("  padding: 0\n", ""))
     assert "padding" not in load_checkpoint(run / "best.pt")["spec"]["model"]
-    assert "padding" not in load_run_config(run).model
-    old, _ = load_checkpoint_surrogate(run / "best.pt")
+    assert "padding" not in Run(run).config.model
+    old, _ = Run(run).model("best")
     assert old.model.padding == 0
     with torch.no_grad():
         torch.testing.assert_close(old(test.inputs), trained(test.inputs), rtol=0, atol=0)
     assert evaluate_run(run, darcy_file, [9]) == [before]
-    resumed = load_run_config(run)
+    resumed = Run(run).config
     resumed.train.epochs = 2
     train(resumed, run, resume=True)  # the stored spec, with padding 0 filled in, is the model's
     assert load_checkpoint(run / "last.pt")["epoch"] == 1
-    assert load_checkpoint_surrogate(run / "last.pt")[0].model.padding == 0
+    assert Run(run).model("last")[0].model.padding == 0

@@ -80,7 +80,7 @@ def test_a_2d_checkpoint_on_3d_data_is_an_error(tmp_path, heat_file):
 
 
 def test_plot_of_a_trajectory_run_writes_error_curve_frames_and_gif(tmp_path, heat_file):
-    from opformer.eval.report import plot_run
+    from opformer.eval.run_plots import plot_run
 
     run = tmp_path / "run"
     config = rollout_config(heat_file)

@@ -9,7 +9,7 @@ import torch
 from opformer.config import COMPONENTS, config_from_dict, config_to_dict
 from opformer.errors import CheckpointError, ConfigError
 from opformer.models.registry import build_model
-from opformer.runs import load_checkpoint, load_run_config
+from opformer.runs import Run, load_checkpoint
 from opformer.train.trainer import Trainer, train
 from opformer.train.transfer import SUBMODULES, copy_components
 
@@ -79,7 +79,7 @@ def test_init_copies_the_named_components_and_keeps_the_others_fresh(tmp_path, h
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp_path)
         train(run_config(heat_file, seed=1, init={"checkpoint": str(relative)}), run)
-    stored = load_run_config(run).init
+    stored = Run(run).config.init
     assert stored.checkpoint == str(tmp_path / "pre2") and stored.components == list(COMPONENTS)
     assert "init: copied embed, pos, time_agg, blocks, head from" in (run / "train.log").read_text()
     spec = load_checkpoint(run / "last.pt")["spec"]

@@ -2,22 +2,26 @@
 predictions, and one-line errors (no calibration, another checkpoint, a corrupt file, calibrating on train)."""
 
 import math
+import os
+import pickle
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
+from opformer.cli.trust import format_calibration
 from opformer.config import config_from_dict
 from opformer.data.pairs import load_split
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError, ConfigError
-from opformer.eval.forecast import predict_file
 from opformer.eval.metrics import predict, rollout_errors, split_errors
-from opformer.runs import load_checkpoint_surrogate, run_checkpoint, save_checkpoint
+from opformer.runs import Run, save_checkpoint
+from opformer.serve.predict import predict_file
 from opformer.train.trainer import train
-from opformer.trust.calibration import (CALIBRATION, Calibration, Scores, bounds_annotation, calibrate_run,
-                                        format_calibration, load_calibration, select)
+from opformer.trust.calibration import CALIBRATION, Calibration, Scores, calibrate_run, load_calibration, select
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.scores import local_scale, point_level
 from opformer.trust.shift import roughness
@@ -29,7 +33,7 @@ CPU = torch.device("cpu")
 def test_an_operator_run_stores_its_test_errors_and_bounds_new_predictions(operator_run):
     run, data = operator_run
     calibration = calibrate_run(run, device="cpu")
-    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    surrogate, _ = Run(run).model()
     test = load_split(data, "test", n_train=16, n_val=4, n_test=20)  # the stored grid, where predict predicts
     errors = split_errors(surrogate, test, 8, CPU).double()
     loaded = load_calibration(run)
@@ -77,7 +81,7 @@ def test_calibration_errors_are_one_line(operator_run, tmp_path):
         load_calibration(run)
     path.write_bytes(good)
     load_calibration(run)
-    surrogate, checkpoint = load_checkpoint_surrogate(run_checkpoint(run))  # the run trained on: another best.pt
+    surrogate, checkpoint = Run(run).model()  # the run trained on: another best.pt
     with torch.no_grad():
         next(surrogate.parameters()).add_(1e-3)
     copy = tmp_path / "run"
@@ -94,7 +98,7 @@ def test_a_rollout_is_calibrated_per_frame(heat_run):
     run, data = heat_run
     calibration = calibrate_run(run, device="cpu")
     assert calibration.kind == "trajectory" and calibration.frames == 5  # the run's eval_frames
-    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
+    surrogate, _ = Run(run).model()
     fields = load_trajectories(data, "test", n_train=4, n_val=2, n_test=4).fields
     result = rollout_errors(surrogate, fields, 3, 5, 8, CPU)
     group = load_calibration(run).group()
@@ -144,7 +148,7 @@ def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_c
     assert bounds.relative_l2.shape == (1, 4) and bounds.lower.shape == fields[:, 3:].shape
     # predict --coverage takes the member from the input file; another file is refused in one line
     out = predict_file(tmp_path / "mix", toy_mixture[1], tmp_path / "b.npz", frames=4,
-                       annotate=bounds_annotation(tmp_path / "mix", 0.5))
+                       coverage=0.5)
     with np.load(out) as z:
         assert z["bound_relative_l2"].shape == (6, 4) and z["band_half_width"].shape == z["fields"].shape
         given = load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1).fields[:, -3:]  # the context
@@ -154,18 +158,18 @@ def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_c
     other = member_writer(tmp_path / "c.h5", n=32, channels=2, grid="cells", seed=3)
     with pytest.raises(ConfigError, match="calibrated per member of its mixture .* none of their files .* --member"):
         predict_file(tmp_path / "mix", other, tmp_path / "c.npz", frames=4,
-                     annotate=bounds_annotation(tmp_path / "mix", 0.5))
+                     coverage=0.5)
     assert not (tmp_path / "c.npz").exists()
     # an array of member b's trajectories, named with --member: the same forecast and bounds as from its file
     np.save(tmp_path / "b_fields.npy", load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1)
             .fields.numpy())
     with pytest.raises(ConfigError, match="none of their files"):
         predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
-                     annotate=bounds_annotation(tmp_path / "mix", 0.5))
+                     coverage=0.5)
     with pytest.raises(ConfigError, match="--member c: expected one of a, b"):
         predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", member="c")
     out = predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
-                       annotate=bounds_annotation(tmp_path / "mix", 0.5), member="b")
+                       coverage=0.5, member="b")
     with np.load(out) as z:
         for key, value in from_file.items():
             assert np.allclose(z[key], value, rtol=1e-5, atol=1e-7), key
@@ -274,3 +278,28 @@ def test_joint_bounds_hold_for_every_frame_at_once_where_per_frame_bounds_do_not
         frame_hits.append(float((new <= calibration.quantiles(coverage)).all(dim=1).double().mean()))
     assert coverage - 0.02 <= np.mean(joint_hits) <= coverage + 1 / (n + 1) + 0.02
     assert abs(np.mean(frame_hits) - coverage ** frames) < 0.05
+
+
+class _RunsCode:
+    """A pickle that would create its ``marker`` file if it were unpickled with code allowed."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_foreign_pickle_in_place_of_the_calibration_is_one_line_and_never_runs(operator_run, tmp_path):
+    """A calibration.pt that would run code (a pickle of protocol 4, as torch warns of) is refused as the
+    checkpoints are: exit 2, one line on stderr (no warning of torch's before it), and the code never ran."""
+    run, data = operator_run
+    marker = tmp_path / "ran"
+    (run / CALIBRATION).write_bytes(pickle.dumps(_RunsCode(str(marker)), protocol=4))
+    proc = subprocess.run([sys.executable, "-m", "opformer", "predict", str(run), "--input", str(data), "--output",
+                           str(tmp_path / "out.h5"), "--coverage", "0.9", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"opformer predict: error: {run / CALIBRATION}: not a readable calibration "
+                                        "(UnpicklingError); run `opformer calibrate` again"]
+    assert not marker.exists() and not (tmp_path / "out.h5").exists()

@@ -15,7 +15,7 @@ from opformer.data.store import read_arrays, read_fields, read_info, write_opera
 from opformer.pde.resolve import resolve_operator, resolve_trajectory
 from opformer.train.trainer import train
 from opformer.trust.calibration import calibrate_run
-from opformer.trust.fallback import REPORT_SUFFIX, to_solver
+from opformer.serve.fallback import REPORT_SUFFIX, to_solver
 from test_cli import one_line_error, run_cli
 
 

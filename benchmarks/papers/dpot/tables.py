@@ -39,9 +39,9 @@ from benchmarks.harness import (
 from opformer.data.store import read_info
 from opformer.errors import OpformerError
 from opformer.eval.evaluate import evaluate_run, persistence_row
-from opformer.eval.members import evaluate_mixture
+from opformer.eval.mixture import evaluate_mixture
 from opformer.io import write_atomic
-from opformer.runs import load_run_config
+from opformer.runs import Run
 
 NOISES = ("0", "0.02", "0.2", "2.0")
 #: each run's evaluation, kept beside its checkpoint (see ``evaluate``)
@@ -100,7 +100,7 @@ def evaluate(run: Path, frames: str, device: str) -> dict[str, Any]:
             return kept["result"]
     try:
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
-        config = load_run_config(run)
+        config = Run(run).config
         if config.data.mixture:
             rows = evaluate_mixture(run, paper_lengths=frames == "paper", device=device)
             result = {"kind": "mixture", "rows": rows, "summary": summary}
@@ -129,7 +129,7 @@ def progress(run: Path) -> tuple[int, int]:
     """Epochs a run has finished (rows of its metrics.csv) and the epochs its config asks for."""
     metrics = run / "metrics.csv"
     done = max(len(metrics.read_text().splitlines()) - 1, 0) if metrics.is_file() else 0
-    return done, load_run_config(run).train.epochs
+    return done, Run(run).config.train.epochs
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -29,7 +29,7 @@ from opformer.bench.peers import OPFORMER, PEER_OF_PRESET, Peer, PeerUnavailable
 from opformer.config import OptimConfig
 from opformer.errors import ConfigError
 from opformer.models.registry import PRESETS, build_model, preset
-from opformer.runs import CONFIG, load_run_config
+from opformer.runs import CONFIG, Run
 from opformer.runtime import autocast, grad_scaler, release_freed_memory, retain_freed_memory, set_matmul_precision
 from opformer.train.optim import build_optimizer
 from opformer.train.step import WARMUP_STEPS, TrainStep
@@ -57,7 +57,7 @@ def model_config(name: str) -> dict[str, Any]:
     if name in PRESETS:
         return preset(name)
     if (Path(name) / CONFIG).is_file():
-        return dict(load_run_config(name).model)
+        return dict(Run(name).config.model)
     raise ConfigError(f"--models: {name!r} is neither a preset nor a run directory; valid presets: "
                       f"{', '.join(sorted(PRESETS))}")
 

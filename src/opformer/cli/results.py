@@ -23,10 +23,9 @@ EXAMPLES = {
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
     from opformer.eval.evaluate import evaluate_run, format_table, format_well_table
-    from opformer.eval.members import evaluate_file, evaluate_mixture, format_mixture_table
+    from opformer.eval.mixture import evaluate_file, evaluate_mixture, format_mixture_table
     from opformer.io import write_atomic
-
-    from opformer.runs import load_run_config
+    from opformer.runs import Run
 
     json_path = output_path("--json", args.json)
     data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
@@ -35,7 +34,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     windows = _windows(args) if args.metrics == "well" else None
     if windows is None and args.windows is not None:
         raise ConfigError("--windows: only with --metrics well")
-    run_config = load_run_config(args.run)
+    run = Run(args.run)
+    run_config = run.config
     stored, imported = run_config.data, run_config.imported
     if imported and data is None:
         raise ConfigError(f"{args.run}: holds {imported.format} weights imported from {imported.source}; give the "
@@ -47,21 +47,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if imported and imported.format == "dpot":
         if resolutions is not None:
             raise ConfigError("--resolutions: an imported DPOT is evaluated on the file's stored grid")
-        rows = evaluate_file(args.run, data, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
+        rows = evaluate_file(run, data, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
                                 device=args.device)
         print(format_mixture_table(rows, f"{args.run} ({imported.format} weights of {imported.source}) on {data} "
                                          f"({split} split)"))
         for note in rows[0]["notes"]:
             print(f"note: {note}")
     elif stored.mixture and data is None and resolutions is None:
-        rows = evaluate_mixture(args.run, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
+        rows = evaluate_mixture(run, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
                                 device=args.device)
         print(format_mixture_table(rows, f"{args.run}: each member of its mixture ({split} split)"))
     else:
         if args.paper_lengths:
             raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
         data, resolutions = data or stored.path, resolutions or [stored.resolution]
-        rows = evaluate_run(args.run, data, resolutions, split=split, device=args.device, frames=args.frames,
+        rows = evaluate_run(run, data, resolutions, split=split, device=args.device, frames=args.frames,
                             well_windows=windows)
         print(format_table(rows, f"{args.run} on {data} ({split} split)"))
         if windows is not None:
@@ -87,35 +87,32 @@ def _windows(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``opformer plot RUN``: loss curves and predictions as PNG files."""
-    from opformer.eval.report import Bounder, BoundsOf, plot_run
+    from opformer.eval.run_plots import check_bands, plot_run
+    from opformer.runs import Run
 
     out = args.out or args.run  # the plots go into the run directory without --out
     writable_folder("--out", out, Path(out), create=True)
-    bounds_of: BoundsOf | None = None
+    run, bounds = Run(args.run), None
     if args.coverage is not None:
-        from opformer.trust.calibration import load_calibration
         from opformer.trust.conformal import check_coverage
+        from opformer.trust.storage import load_calibration
 
         coverage = check_coverage(args.coverage, "--coverage")
-
-        def calibrated(payload: dict) -> Bounder:
-            calibration = load_calibration(args.run, payload)  # checked against the checkpoint plot_run loaded
-            return lambda inputs, predictions: calibration.bounds(inputs, predictions, coverage)
-        bounds_of = calibrated
-    for path in plot_run(args.run, args.data, out_dir=args.out, samples=args.samples, device=args.device,
-                         bounds_of=bounds_of,
-                         bound_label=f"bound at coverage {args.coverage:g}" if bounds_of else "bound"):
+        check_bands(run)
+        bounds = load_calibration(run).at(coverage)  # checked against the run's checkpoint
+    for path in plot_run(run, args.data, out_dir=args.out, samples=args.samples, device=args.device, bounds=bounds,
+                         bound_label=f"bound at coverage {args.coverage:g}" if bounds else "bound"):
         print(f"wrote {path}")
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """``opformer predict RUN``: the surrogate applied to every sample of a file (trajectory runs: a forecast)."""
-    from opformer.eval.forecast import predict_file
+    from opformer.serve.predict import predict_file
 
     output_path("--output", args.output, force=args.force, folders=True)
     if args.tolerance is not None:
-        from opformer.trust.fallback import REPORT_SUFFIX, predict_with_fallback
+        from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback
 
         coverage = 0.9 if args.coverage is None else args.coverage
         report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
@@ -125,16 +122,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"wrote predictions to {args.output} with error bounds at coverage {coverage:g}; the report to "
               f"{args.output}{REPORT_SUFFIX}")
         return 0
-    annotate = None
     if args.joint and args.coverage is None:
         raise ConfigError("--joint: bounds at a coverage; give --coverage C too")
-    if args.coverage is not None:
-        from opformer.trust.calibration import bounds_annotation
-
-        annotate = bounds_annotation(args.run, args.coverage, joint=args.joint)
     path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
-                        device=args.device, annotate=annotate, member=args.member)
-    print(f"wrote predictions to {path}" + (f" with error bounds at coverage {args.coverage:g}" if annotate else ""))
+                        device=args.device, member=args.member, coverage=args.coverage, joint=args.joint)
+    print(f"wrote predictions to {path}"
+          + (f" with error bounds at coverage {args.coverage:g}" if args.coverage is not None else ""))
     return 0
 
 

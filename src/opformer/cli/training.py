@@ -19,13 +19,13 @@ EXAMPLES = {
 def cmd_train(args: argparse.Namespace) -> int:
     """``opformer train``: train (or resume) a run and print its best validation error."""
     from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config
-    from opformer.runs import import_record, load_run_config
+    from opformer.runs import Run, import_record
     from opformer.runtime import resolve_device
     from opformer.train.trainer import train
 
     if args.resume:
         run_dir = Path(args.resume)
-        config = load_run_config(run_dir)
+        config = Run(run_dir).config
         imported = config.imported.format if config.imported else (import_record(run_dir) or {}).get("format")
         if imported:
             raise ConfigError(f"--resume {run_dir}: holds imported {imported} weights, not a training "

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from opformer.cli.options import DEVICE_HELP, AddCommand
 from opformer.errors import ConfigError
 
+if TYPE_CHECKING:
+    from opformer.trust.bounds import Calibration
+
 EXAMPLES = {
     "calibrate": "opformer calibrate runs/gt --coverage 0.8,0.9,0.95",
 }
+#: The coverage levels ``opformer calibrate`` prints by default.
+DEFAULT_COVERAGES = (0.8, 0.9, 0.95)
 
 
 def parse_coverages(text: str) -> tuple[float, ...]:
@@ -27,7 +33,8 @@ def parse_coverages(text: str) -> tuple[float, ...]:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``opformer calibrate RUN``: calibrate, store, print the bounds at the chosen coverages."""
-    from opformer.trust.calibration import CALIBRATION, calibrate_run, format_calibration
+    from opformer.runs import CALIBRATION
+    from opformer.trust.calibrating import calibrate_run
 
     coverages = parse_coverages(args.coverage)
     calibration = calibrate_run(args.run, args.data, split=args.split, frames=args.frames, device=args.device,
@@ -37,6 +44,52 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(format_calibration(calibration, coverages))
     print(f"wrote {args.run}/{CALIBRATION}")
     return 0
+
+
+def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES
+                     ) -> list[dict[str, Any]]:
+    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with the ``roughness``
+    score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``); a rollout's
+    rows also the joint bound (holding for every frame at once)."""
+    from opformer.trust.conformal import expected_coverage
+
+    rows = []
+    joint = calibration.kind == "trajectory"
+    for name, group in calibration.groups.items():
+        quantiles = {c: calibration.sample_bounds(c, group.difficulty, name).median(dim=0).values for c in coverages}
+        joints = {c: calibration.sample_bounds(c, group.difficulty, name, joint=True).median(dim=0).values
+                  for c in coverages} if joint else {}
+        for frame in range(calibration.frames):
+            rows.append({"member": name, "frame": frame + 1, "samples": group.samples,
+                         "bounds": {str(c): float(quantiles[c][frame]) for c in coverages},
+                         "expected_coverage": {str(c): expected_coverage(group.samples, c) for c in coverages},
+                         **({"joint_bounds": {str(c): float(joints[c][frame]) for c in coverages}} if joint else {})})
+    return rows
+
+
+def format_calibration(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES) -> str:
+    """A plain-text table of :func:`calibration_rows`."""
+    from opformer.trust.conformal import conformal_rank
+
+    rows = calibration_rows(calibration, coverages)
+    member = any(row["member"] for row in rows)
+    frame = calibration.kind == "trajectory"
+    head = (f"{'member':<20}  " if member else "") + (f"{'frame':>5}  " if frame else "") + f"{'samples':>7}"
+    lines = [f"{name or 'scores'}: per-sample {group.score}, pointwise scale {group.scale}"
+             for name, group in calibration.groups.items()]
+    lines.append(head + "".join(f"  {f'bound@{c:g}':>11}" for c in coverages)
+                 + "".join(f"  {f'joint@{c:g}':>11}" for c in coverages if frame))
+    for row in rows:
+        line = (f"{row['member']:<20}  " if member else "") + (f"{row['frame']:>5}  " if frame else "")
+        lines.append(line + f"{row['samples']:>7}" + "".join(f"  {row['bounds'][str(c)]:>11.3e}" for c in coverages)
+                     + "".join(f"  {row['joint_bounds'][str(c)]:>11.3e}" for c in coverages if frame))
+    too_few = [c for c in coverages if any(conformal_rank(g.samples, c) is None for g in calibration.groups.values())]
+    if too_few:
+        lines.append(f"note: too few calibration samples for coverage {', '.join(f'{c:g}' for c in too_few)} "
+                     "(the bound is inf): need at least ceil(c / (1 - c)) samples")
+    if frame:
+        lines.append("joint: bounds that hold for every frame at once (`opformer predict --joint`, and --tolerance)")
+    return "\n".join(lines)
 
 
 def add_parsers(add: AddCommand) -> None:

@@ -15,7 +15,7 @@ from opformer.errors import ConfigError, DataError
 from opformer.eval.metrics import (
     NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, persistence, rollout_errors, split_errors, well_errors, window_means)
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_checkpoint_surrogate, run_checkpoint
+from opformer.runs import Run
 from opformer.runtime import resolve_device
 
 
@@ -62,21 +62,28 @@ def scaled_batch_size(eval_batch_size: int, trained: int | None, resolution: tup
     return max(1, int(eval_batch_size / max(ratio, 1.0)))
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[str, Surrogate, dict[str, Any]]:
-    """A run's best (else last) checkpoint, its surrogate and payload, for evaluation on one data file.
+def eval_batch_size(run: Run, batch_size: int | None = None) -> int:
+    """Samples per model call: ``batch_size``, else the run's ``train.eval_batch_size`` (a one-line error below 1)."""
+    batch = batch_size or run.run_config["train"]["eval_batch_size"]
+    if batch < 1:
+        raise ConfigError(f"--batch-size {batch}: expected at least 1")
+    return batch
+
+
+def single_file_run(source: str | os.PathLike | Run) -> Run:
+    """A run opened for evaluation on one data file.
 
     Runs trained on a mixture of data sets are refused in one line (their members have other channel counts and
-    grids than the padded training batches; :mod:`opformer.eval.members` evaluates and plots them per member)."""
-    checkpoint = run_checkpoint(run_dir)
-    surrogate, payload = load_checkpoint_surrogate(checkpoint)
-    mixture = payload["run_config"]["data"].get("mixture")
+    grids than the padded training batches; :mod:`opformer.eval.mixture` evaluates and plots them per member)."""
+    run = Run.open(source)
+    mixture = run.run_config["data"].get("mixture")
     if mixture:
-        raise ConfigError(f"{run_dir}: trained on a mixture of {len(mixture)} data sets; evaluate and plot take it "
+        raise ConfigError(f"{run.path}: trained on a mixture of {len(mixture)} data sets; evaluate and plot take it "
                           "without --data (a row per member)")
-    return str(checkpoint), surrogate, payload
+    return run
 
 
-def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resolutions: Sequence[int | None],
+def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, resolutions: Sequence[int | None],
                  split: str = "test", device: str = "auto", batch_size: int | None = None,
                  frames: int | None = None,
                  well_windows: Sequence[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
@@ -91,7 +98,7 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     Parameters
     ----------
     run_dir
-        A run directory of one data set (a mixture run is refused: :mod:`opformer.eval.members`).
+        A run directory of one data set (a mixture run is refused: :mod:`opformer.eval.mixture`).
     data_path
         An opformer HDF5 file of the run's data kind and channels.
     resolutions
@@ -121,7 +128,8 @@ def evaluate_run(run_dir: str | os.PathLike, data_path: str | os.PathLike, resol
     DataError
         The data's dimensions or channels do not fit the run.
     """
-    checkpoint, surrogate, payload = load_run(run_dir)
+    run = single_file_run(run_dir)
+    checkpoint, surrogate, payload = str(run.checkpoint()), run.surrogate, run.payload
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
@@ -244,12 +252,12 @@ def spread(values: torch.Tensor) -> float:
     return float(values.std()) if len(values) > 1 else 0.0
 
 
-def persistence_row(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "test",
+def persistence_row(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "test",
                     frames: int | None = None) -> dict[str, Any]:
     """The rollout metrics of repeating the last given frame, on the trajectories and frames a run is
     evaluated on (:func:`evaluate_run`)."""
-    checkpoint, surrogate, payload = load_run(run_dir)
-    return rollout_row(surrogate, payload, checkpoint, data_path, None, split, torch.device("cpu"),
+    run = single_file_run(run_dir)
+    return rollout_row(run.surrogate, run.payload, str(run.checkpoint()), data_path, None, split, torch.device("cpu"),
                        step=persistence, frames=frames)[0]
 
 

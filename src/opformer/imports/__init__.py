@@ -34,8 +34,7 @@ from torch import Tensor
 from opformer.config import ImportedConfig, RolloutConfig, RunConfig, config_to_dict
 from opformer.errors import CheckpointError, ConfigError
 from opformer.imports import dpot, factformer, galerkin, hub, neuraloperator
-from opformer.imports.weights import sha256_file
-from opformer.io import atomic_folder
+from opformer.io import atomic_folder, sha256_file
 from opformer.models.surrogate import Surrogate
 from opformer.runs import check_fresh, record_import, save_checkpoint, write_run_config, write_summary
 

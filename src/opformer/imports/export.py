@@ -28,9 +28,8 @@ from torch import Tensor
 from opformer import __version__
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
-from opformer.imports.weights import sha256_file
-from opformer.io import atomic_folder, atomic_replace, read_json, write_atomic
-from opformer.runs import SUMMARY, finite_json, load_checkpoint_surrogate, recorded_sessions, run_checkpoint
+from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
+from opformer.runs import SUMMARY, Run, finite_json, recorded_sessions
 
 FORMAT = "opformer-model"
 #: the version this opformer writes; it reads every version up to it
@@ -85,8 +84,8 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"{out}: exists and is not an empty folder; choose a new or empty one")
-    checkpoint = run_checkpoint(run_dir, "best")
-    surrogate, payload = load_checkpoint_surrogate(checkpoint)
+    run = Run(run_dir)
+    surrogate, payload = run.surrogate, run.payload
     results = None
     if metrics is not None:
         evaluated = read_json(Path(metrics))

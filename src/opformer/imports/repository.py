@@ -25,8 +25,7 @@ from opformer.errors import CheckpointError, ConfigError
 from opformer.imports import hub
 from opformer.imports.export import CONFIG_JSON, FORMAT, FORMAT_VERSION, WEIGHTS, safetensors_module
 from opformer.imports.export import export_run  # noqa: F401  (importable from here too)
-from opformer.imports.weights import sha256_file
-from opformer.io import atomic_folder
+from opformer.io import atomic_folder, sha256_file
 from opformer.models.surrogate import Surrogate
 from opformer.runs import check_fresh, record_import, save_checkpoint, write_metrics, write_run_config, write_summary
 

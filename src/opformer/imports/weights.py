@@ -15,7 +15,6 @@ first bad key, its shape and what was expected.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import re
@@ -30,15 +29,6 @@ from torch import Tensor
 from opformer.errors import CheckpointError
 
 Shape = tuple[int, ...]
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """The SHA-256 of a file's bytes (hex)."""
-    hasher = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            hasher.update(block)
-    return hasher.hexdigest()
 
 
 class Inert:

@@ -81,6 +81,9 @@ class DPOT(nn.Module):
     width if not ``mlp_ratio * width``.
     """
 
+    #: its learned ``pos_embed`` is built for one grid: the weights fix the grid the inputs are resized to
+    fixed_grid = True
+
     def __init__(self, ndim: int, t_in: PositiveInt = 10, t_out: PositiveInt = 1, in_channels: PositiveInt = 4,
                  out_channels: PositiveInt | None = None, patch_size: PositiveInt = 8, grid_size: PositiveInt = 128,
                  width: PositiveInt = 512, depth: PositiveInt = 4, n_heads: PositiveInt = 4,

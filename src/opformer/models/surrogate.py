@@ -59,6 +59,12 @@ class Surrogate(nn.Module):
         self.one_frame = "t_in" in self.model.config and "t_in" not in data
 
     @property
+    def fixed_grid(self) -> bool:
+        """Whether the model's weights fix its grid (a class attribute ``fixed_grid``: DPOT's learned positional
+        embedding), so that inputs on another grid are resized to the recorded one; other models run on any grid."""
+        return bool(getattr(self.model, "fixed_grid", False))
+
+    @property
     def config(self) -> dict[str, Any]:
         """The model's config (defaults filled in), read by the checks of a model against the data."""
         return self.model.config

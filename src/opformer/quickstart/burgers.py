@@ -11,7 +11,7 @@ from pathlib import Path
 from opformer.config import config_from_dict
 from opformer.data.generate import generate_file
 from opformer.eval.evaluate import evaluate_run, format_table
-from opformer.eval.report import plot_run
+from opformer.eval.run_plots import plot_run
 from opformer.models.registry import preset
 from opformer.runtime import resolve_device
 from opformer.io import write_atomic

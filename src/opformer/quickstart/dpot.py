@@ -36,10 +36,10 @@ from opformer.config import config_from_dict
 from opformer.data.generate import generate_file
 from opformer.data.store import read_info
 from opformer.eval.evaluate import evaluate_run, persistence_row
-from opformer.eval.members import evaluate_mixture
-from opformer.eval.report import plot_run
+from opformer.eval.mixture import evaluate_mixture
+from opformer.eval.run_plots import plot_run
 from opformer.io import write_atomic
-from opformer.runs import load_checkpoint_surrogate, run_checkpoint
+from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.train.trainer import train
 
@@ -155,8 +155,7 @@ def held_out_errors(runs: dict[str, Path], path: str, device: str) -> list[dict[
 
 def parameters(run: Path) -> int:
     """The number of parameters of a run's model."""
-    surrogate, _ = load_checkpoint_surrogate(run_checkpoint(run))
-    return sum(p.numel() for p in surrogate.model.parameters())
+    return sum(p.numel() for p in Run(run).surrogate.model.parameters())
 
 
 def format_rows(rows: list[dict[str, Any]], n_parameters: int) -> str:

@@ -19,7 +19,7 @@ from opformer.data.normalize import fit_together
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.models.registry import resolve_model_config
 from opformer.models.surrogate import Surrogate
-from opformer.runs import (CONFIG, check_fresh, end_session, load_checkpoint, load_run_config, run_lock,
+from opformer.runs import (CONFIG, Run, check_fresh, end_session, load_checkpoint, run_lock,
                            save_checkpoint, start_session, write_metrics, write_run_config, write_summary)
 from opformer.runtime import (compile_cache, grad_scaler, process_age, release_freed_memory, retain_freed_memory,
                               set_matmul_precision)
@@ -65,7 +65,7 @@ class Trainer:
         if (self.run_dir / "last.pt").is_file() and (self.run_dir / CONFIG).is_file():
             # a resumed run keeps the grid keys it was trained with: none that its config.yaml, written before them,
             # leaves out (it evaluates and resumes as it was trained)
-            stored = load_run_config(self.run_dir).model
+            stored = Run(self.run_dir).config.model
             model = {k: v for k, v in model.items() if k in config.model or k in stored}
         self.config = config = dataclasses.replace(config, model=model)
         spec = {

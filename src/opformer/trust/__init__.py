@@ -1,2 +1,7 @@
-"""Trust in a surrogate's answers: calibrated error bounds (split conformal prediction), the flag of inputs unlike
-the calibration data, and the solver where the bounds are too wide."""
+"""Trust in a surrogate's answers: calibrated error bounds (split conformal prediction) and the flag of inputs
+unlike the calibration data. Serving them beside predictions, and the solver where they are too wide, is
+:mod:`opformer.serve`'s."""
+
+from opformer.trust.bounds import Bounds, BoundsAt, Calibration
+
+__all__ = ["Bounds", "BoundsAt", "Calibration"]

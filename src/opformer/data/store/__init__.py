@@ -31,13 +31,13 @@ from opformer.data.store.read import DataFile, open_dataset_file, read_arrays, r
 from opformer.data.store.schema import (ATTRS_DIGEST, COMMON_ATTRS, FORMAT_NAME, FORMAT_VERSION, JSON_ATTRS, KINDS,
                                         LIBVER, MAX_CHUNK_BYTES, REQUIRED_ATTRS, SAMPLE_DATASETS, TRAJECTORY_ATTRS,
                                         DatasetInfo, chunk_shape)
-from opformer.data.store.write import WRITE_BYTES, write_operator_dataset, write_trajectory_dataset
+from opformer.data.store.write import WRITE_BYTES, Fill, Streamed, write_operator_dataset, write_trajectory_dataset
 
 #: :data:`MAX_CHUNK_BYTES` under the name this module has always exported.
 CHUNK_BYTES = MAX_CHUNK_BYTES
 
 __all__ = ["ATTRS_DIGEST", "CHECKSUM_MAGIC", "CHUNK_BYTES", "COMMON_ATTRS", "FORMAT_NAME", "FORMAT_VERSION",
            "JSON_ATTRS", "KINDS", "LIBVER", "MAX_CHUNK_BYTES", "REQUIRED_ATTRS", "SAMPLE_DATASETS", "TRAJECTORY_ATTRS",
-           "USERBLOCK", "WRITE_BYTES", "DataFile", "DatasetInfo", "chunk_shape", "open_dataset_file", "read_arrays",
+           "USERBLOCK", "WRITE_BYTES", "DataFile", "DatasetInfo", "Fill", "Streamed", "chunk_shape", "open_dataset_file", "read_arrays",
            "read_block", "read_fields", "read_info", "verify_checksum", "verify_file", "write_operator_dataset",
            "write_trajectory_dataset", "_file_digest"]

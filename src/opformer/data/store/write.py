@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,23 @@ from opformer.kinds import OPERATOR, TRAJECTORY
 
 #: Writers copy at most this many bytes of samples at a time (one sample if a sample is larger).
 WRITE_BYTES = 64 * 2**20
+#: What writes the :class:`Streamed` datasets of a file being written, given every dataset by name.
+Fill = Callable[[dict[str, "h5py.Dataset"]], None]
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A dataset of this ``shape`` that the writer's ``fill`` writes itself, a block at a time (``opformer predict``
+    writes each chunk of predictions straight into its output)."""
+
+    shape: tuple[int, ...]
 
 
 def _blocks(path: Path, name: str, data: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
-    """``data`` (an array, or a list of arrays: consecutive blocks of samples) as blocks, and the whole's shape."""
+    """``data`` (an array, or a list of arrays: consecutive blocks of samples) as blocks, and the whole's shape; a
+    :class:`Streamed` dataset has no blocks."""
+    if isinstance(data, Streamed):
+        return [], tuple(data.shape)
     blocks = [np.asarray(b) for b in data] if isinstance(data, (list, tuple)) else [np.asarray(data)]
     if not blocks or any(b.ndim < 1 or b.shape[1:] != blocks[0].shape[1:] for b in blocks):
         raise DataError(f"{path}: the blocks of '{name}' must be arrays of the same shape but their first axis")
@@ -55,10 +69,12 @@ def _set_attr(f: h5py.File, key: str, value: Any) -> None:
         f.attrs[key] = value
 
 
-def _write(path: Path, arrays: dict[str, Any], leading: dict[str, int], attrs: dict[str, Any]) -> Path:
+def _write(path: Path, arrays: dict[str, Any], leading: dict[str, int], attrs: dict[str, Any],
+           fill: Fill | None = None) -> Path:
     """Write datasets (arrays or lists of blocks of samples, see :func:`_blocks`) and attributes to a temporary
     file a piece at a time, store its SHA-256 in the user block, read it back against that digest, then rename
-    it to ``path``. Memory holds one piece (:data:`WRITE_BYTES`, or a sample), never the file."""
+    it to ``path``. Memory holds one piece (:data:`WRITE_BYTES`, or a sample), never the file. ``fill`` writes the
+    :class:`Streamed` datasets, given every dataset by name, before the attributes are stored."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {name: _blocks(path, name, value) for name, value in arrays.items()}
     dtypes = {name: np.float64 if name == "times" else np.float32 for name in data}
@@ -70,6 +86,8 @@ def _write(path: Path, arrays: dict[str, Any], leading: dict[str, int], attrs: d
                 chunks = chunk_shape(shape, leading.get(name, 0), np.dtype(dtypes[name]).itemsize)
                 _write_blocks(f.create_dataset(name, shape=shape, dtype=dtypes[name], chunks=chunks,
                                                fletcher32=True), blocks)
+            if fill is not None:
+                fill({name: f[name] for name in data})
             stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
                      "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             values = {key: attr_value(value) for key, value in {**stamp, **attrs}.items()}
@@ -99,6 +117,7 @@ def write_operator_dataset(
     target_channels: list[str],
     extra: dict[str, Any] | None = None,
     datasets: dict[str, Any] | None = None,
+    fill: Fill | None = None,
 ) -> Path:
     """Write an operator data set atomically (temporary file, then rename).
 
@@ -107,7 +126,7 @@ def write_operator_dataset(
     inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one
     entry per spatial axis, and optionally ``"grid"``: each axis's kind (:data:`opformer.grids.GRID_KINDS`;
     without it periodic axes are periodic and the others nodes). ``datasets``: further arrays with the samples
-    first, stored (float32) beside (:func:`_further`).
+    first, stored (float32) beside (:func:`_further`). Any of them may be :class:`Streamed`: ``fill`` writes those.
     """
     path = Path(path)
     arrays = {name: a for name, a in (("input", inputs), ("target", targets)) if a is not None}
@@ -120,7 +139,7 @@ def write_operator_dataset(
     check_domain(path, domain, len(x) - 2)
     attrs = {"kind": OPERATOR, "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
              "input_channels": input_channels, "target_channels": target_channels, **(extra or {})}
-    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"input": 1, "target": 1}, attrs)
+    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"input": 1, "target": 1}, attrs, fill)
 
 
 def write_trajectory_dataset(
@@ -135,6 +154,7 @@ def write_trajectory_dataset(
     channels: list[str],
     extra: dict[str, Any] | None = None,
     datasets: dict[str, Any] | None = None,
+    fill: Fill | None = None,
 ) -> Path:
     """Write a trajectory data set atomically: ``fields`` ``(sample, time, *spatial, channels)`` (or a list of
     such blocks of consecutive samples, written one after another, e.g. memory maps) at ``times``; ``datasets`` as
@@ -153,7 +173,7 @@ def write_trajectory_dataset(
     attrs = {"kind": TRAJECTORY, "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
              "channels": channels, **(extra or {})}
     arrays = {"fields": fields, "times": times}
-    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"fields": 2}, attrs)
+    return _write(path, {**arrays, **_further(path, datasets, arrays)}, {"fields": 2}, attrs, fill)
 
 
 def _further(path: Path, datasets: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Run-level outputs: plots of a run (predictions for a data file: :mod:`opformer.eval.forecast`)."""
+"""``opformer plot``: the figures of a run (loss curves, predictions, rollouts), drawn by :mod:`opformer.eval.plots`."""
 
 from __future__ import annotations
 
@@ -13,51 +13,55 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, load_run, rollout_row
+from opformer.eval.evaluate import check_compatible, rollout_row, single_file_run
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
-from opformer.eval.members import imported_member, load_mixture_run, member_rollout, member_splits
+from opformer.eval.mixture import imported_member, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_run_config
+from opformer.runs import Run
 from opformer.runtime import resolve_device
 
 #: ``bounds(inputs, predictions)``: calibrated bounds with ``lower``, ``upper`` (the predictions' shape) and
 #: ``relative_l2`` (per sample; rollouts per sample and frame), as :mod:`opformer.trust` gives them.
 Bounder = Callable[[torch.Tensor, torch.Tensor], Any]
-#: ``bounds_of(payload)``: the :data:`Bounder` of a run, given its loaded best checkpoint (its calibration is
-#: checked against it).
-BoundsOf = Callable[[dict[str, Any]], Bounder]
 
 
-def plot_run(run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None,
+def check_bands(run: Run) -> None:
+    """Calibrated bands are drawn for runs trained on one data file; a one-line error for others."""
+    if run.config.data.mixture or run.config.imported:
+        raise ConfigError("--coverage: bands are drawn for runs trained on one data file (1D predictions, rollouts)")
+
+
+def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | None = None,
              out_dir: str | os.PathLike | None = None, samples: int = 4, device: str = "auto",
-             bounds_of: BoundsOf | None = None, bound_label: str = "bound") -> list[Path]:
+             bounds: Bounder | None = None, bound_label: str = "bound") -> list[Path]:
     """Write ``losses.png`` and ``predictions.png`` (test samples at the training resolution).
 
     1D: input, truth and prediction curves beside the error prediction - truth; 2D: input, truth, prediction
     (one colour scale) and error maps (with the run's input noise, if it was trained with some, as in
     evaluation). Trajectory runs: rollout figures (:func:`plot_rollouts`); a mixture run: a rollout figure per
-    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None). ``bounds_of`` (``opformer plot --coverage``):
+    member (:func:`plot_mixture_rollouts`; ``data_path`` must be None). ``bounds`` (``opformer plot --coverage``):
     the band around 1D predictions, the bound of each rollout frame's error; other plots refuse it in one line.
     """
     dev = resolve_device(device)
-    run_dir = Path(run_dir)
+    run = Run.open(run_dir)
+    run_dir = run.path
     out = Path(out_dir) if out_dir else run_dir
-    run_config = load_run_config(run_dir)
+    run_config = run.config
     if run_config.imported and data_path is None:
         raise ConfigError(f"{run_dir}: holds {run_config.imported.format} weights imported from "
                           f"{run_config.imported.source}; give the data to plot with --data FILE")
-    if bounds_of is not None and (run_config.data.mixture or run_config.imported):
-        raise ConfigError("--coverage: bands are drawn for runs trained on one data file (1D predictions, rollouts)")
+    if bounds is not None:
+        check_bands(run)
     if run_config.imported and run_config.imported.format == "dpot":
         out.mkdir(parents=True, exist_ok=True)
-        return [plot_imported_rollout(run_dir, data_path, out, device)]
+        return [plot_imported_rollout(run, data_path, out, device)]
     if run_config.data.mixture and data_path is None:
         out.mkdir(parents=True, exist_ok=True)
-        return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run_dir, out, dev)]
-    checkpoint, surrogate, payload = load_run(run_dir)
-    bounds = None if bounds_of is None else bounds_of(payload)  # before anything is written
+        return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run, out, dev)]
+    run = single_file_run(run)
+    checkpoint, surrogate, payload = str(run.checkpoint()), run.surrogate, run.payload
     surrogate.to(dev)
     out.mkdir(parents=True, exist_ok=True)
     cfg = payload["run_config"]["data"]
@@ -114,39 +118,42 @@ def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: s
             animate_rollout(truth, preds[0], times, out / "rollout.gif", name=data.info.target_channels[0])]
 
 
-def plot_mixture_rollouts(run_dir: str | os.PathLike, out: Path, device: torch.device) -> list[Path]:
+def plot_mixture_rollouts(run_dir: str | os.PathLike | Run, out: Path, device: torch.device) -> list[Path]:
     """``rollout_MEMBER.png`` per member of a mixture run: the first test trajectory's true, predicted and
     error frames (first channel) on the member's stored grid, rolled out as in validation: the run's
     ``rollout.eval_frames`` frames (else every frame after ``t_in``)."""
-    surrogate, payload = load_mixture_run(run_dir)
+    run = Run.open(run_dir)
+    run.require_mixture()
+    surrogate, payload = run.surrogate, run.payload
     surrogate.to(device)
     t_in = surrogate.spec["data"]["t_in"]
     frames = payload["run_config"]["rollout"].get("eval_frames")
     written = []
-    for member in member_splits(surrogate, payload, "test", frames=frames, samples=1):
+    for member in member_splits(run, "test", frames=frames, samples=1):
         result = member_rollout(surrogate, member, t_in, 1, device)
         times = [float(t) for t in member.data.times[t_in:t_in + member.frames]]
         truth = member.data.fields[0, t_in:t_in + member.frames]
         pred = result.predictions[0, ..., :truth.shape[-1]]
-        title = (f"{Path(run_dir).name}: {member.name}, test trajectory 0 from {t_in} frames, "
+        title = (f"{run.path.name}: {member.name}, test trajectory 0 from {t_in} frames, "
                  f"L2RE {float(result.l2re[0]):.3e}")
         written.append(plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
                                            name=member.data.info.input_channels[0], title=title, error=True))
     return written
 
 
-def plot_imported_rollout(run_dir: str | os.PathLike, data_path: str | os.PathLike, out: Path,
+def plot_imported_rollout(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, out: Path,
                           device: str = "auto") -> Path:
     """``rollout_MEMBER.png`` of an imported DPOT on a trajectory file: the first trajectory's true, predicted and
-    error frames (first channel) on the stored grid, rolled out as :func:`opformer.eval.members.evaluate_file`
+    error frames (first channel) on the stored grid, rolled out as :func:`opformer.eval.mixture.evaluate_file`
     does (channels padded, frames resized to the model's grid if needed)."""
-    surrogate, _, member, step, notes = imported_member(run_dir, data_path, "all", device=device, samples=1)
+    run = Run.open(run_dir)
+    surrogate, _, member, step, notes = imported_member(run, data_path, "all", device=device, samples=1)
     t_in = surrogate.spec["data"]["t_in"]
     result = member_rollout(step, member, t_in, 1, resolve_device(device))
     times = [float(t) for t in member.data.times[t_in:t_in + member.frames]]
     truth = member.data.fields[0, t_in:t_in + member.frames]
     pred = result.predictions[0, ..., :truth.shape[-1]]
-    title = (f"{Path(run_dir).name}: {member.name}, trajectory 0 from {t_in} frames, L2RE {float(result.l2re[0]):.3e}"
+    title = (f"{run.path.name}: {member.name}, trajectory 0 from {t_in} frames, L2RE {float(result.l2re[0]):.3e}"
              + (" (resized to the model's grid)" if any("resized" in note for note in notes) else ""))
     return plot_rollout_frames(truth, pred, times, out / f"rollout_{member.name.replace(os.sep, '_')}.png",
                                name=member.data.info.input_channels[0], title=title, error=True)

@@ -15,15 +15,12 @@
     RUN/train.log      time-stamped progress lines (opformer.train.progress)
     RUN/tensorboard/   scalars, if the optional tensorboard package is installed
 
-Checkpoints are written atomically and loaded with ``torch.load(weights_only=True)`` (no code unpickled); each
-carries a SHA-256 checksum of everything it holds (tensor bytes included), verified on load, so a flipped bit
-is an error instead of a silently different model. Checkpoints written before checksums load unverified.
+The checkpoint format is :mod:`opformer.runs.checkpoint`; :class:`opformer.runs.Run` reads a run back.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -41,23 +38,13 @@ import torch
 import yaml
 
 from opformer import __version__
-from opformer.config import RunConfig, config_from_dict, config_to_dict, safe_load_yaml
-from opformer.errors import CheckpointError, ConfigError, StorageError
-from opformer.io import atomic_replace, read_json, write_atomic
-from opformer.models.factformer import check_layout
-from opformer.models.surrogate import Surrogate
+from opformer.config import RunConfig, config_to_dict
+from opformer.errors import CheckpointError
+from opformer.io import read_json, write_atomic
 
-CHECKPOINT_FORMAT = "opformer-checkpoint"
-CHECKPOINT_VERSION = 1
 CONFIG, METRICS, SUMMARY, SESSIONS = "config.yaml", "metrics.csv", "summary.json", "run.json"
-
-
-def load_run_config(run_dir: str | os.PathLike) -> RunConfig:
-    """The resolved config stored in a run directory."""
-    path = Path(run_dir) / CONFIG
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir}: no {CONFIG} (not a run directory)")
-    return config_from_dict(safe_load_yaml(path.read_text()))
+#: A run's stored calibration (:mod:`opformer.trust`).
+CALIBRATION = "calibration.pt"
 
 
 def write_run_config(run_dir: Path, config: RunConfig) -> None:
@@ -229,105 +216,3 @@ def run_checkpoint(run_dir: str | os.PathLike, which: str = "best") -> Path:
     return path
 
 
-def _digest(value: Any, hasher: Any) -> None:
-    """Feed a checkpoint payload into ``hasher`` in a canonical order (dict keys sorted, tensors by bytes)."""
-    if isinstance(value, torch.Tensor):
-        data = value.detach().cpu().contiguous().reshape(-1)
-        hasher.update(f"tensor {data.dtype} {tuple(value.shape)};".encode())
-        hasher.update(data.view(torch.uint8).numpy().tobytes())
-    elif isinstance(value, dict):
-        hasher.update(f"dict {len(value)};".encode())
-        for key in sorted(value, key=str):
-            hasher.update(f"{key!r}:".encode())
-            _digest(value[key], hasher)
-    elif isinstance(value, (list, tuple)):
-        hasher.update(f"{type(value).__name__} {len(value)};".encode())
-        for item in value:
-            _digest(item, hasher)
-    else:
-        hasher.update(f"{type(value).__name__} {value!r};".encode())
-
-
-def checksum(payload: dict[str, Any]) -> str:
-    """SHA-256 of a checkpoint payload without its ``checksum`` entry."""
-    hasher = hashlib.sha256()
-    _digest({k: v for k, v in payload.items() if k != "checksum"}, hasher)
-    return hasher.hexdigest()
-
-
-def save_checkpoint(path: str | os.PathLike, surrogate: Surrogate, *, run_config: dict[str, Any],
-                    epoch: int, history: list[dict[str, float]], best_val: float,
-                    training_state: dict[str, Any] | None = None) -> Path:
-    """Write weights, the surrogate spec, the run config, history and (optionally) optimiser/scheduler state.
-
-    Written to a temporary file and renamed, so a killed process never leaves a partial checkpoint.
-    """
-    path = Path(path)
-    payload = {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "spec": json.dumps(surrogate.spec),
-        "run_config": json.dumps(run_config),
-        "history": json.dumps(history),
-        "epoch": int(epoch),
-        "best_val": float(best_val),
-        "state_dict": surrogate.state_dict(),
-        "training_state": training_state or {},
-    }
-    payload["checksum"] = checksum(payload)
-    size = sum(t.numel() * t.element_size() for t in _tensors(payload))
-    with atomic_replace(path, size=size) as tmp:
-        try:
-            torch.save(payload, tmp)
-        except RuntimeError as exc:  # torch's zip writer reports a failed write (e.g. a full disk) so
-            raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]}); the previous "
-                               "checkpoint is kept") from None
-    return path
-
-
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    """Every tensor in a nested payload."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-
-
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a checkpoint safely and decode its JSON fields; one-line :class:`CheckpointError` if invalid."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a corrupt or foreign file
-        raise CheckpointError(f"{path}: not a readable checkpoint ({exc.__class__.__name__})") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: not an opformer checkpoint")
-    if "checksum" in payload and payload["checksum"] != checksum(payload):
-        raise CheckpointError(f"{path}: corrupt (its checksum does not match its contents)")
-    try:
-        for key in ("spec", "run_config", "history"):
-            payload[key] = json.loads(payload[key])
-    except (KeyError, TypeError, ValueError):
-        raise CheckpointError(f"{path}: corrupt (the entry {key!r} is missing or unreadable)") from None
-    model = payload["spec"].get("model") if isinstance(payload["spec"], dict) else None
-    if isinstance(model, dict) and isinstance(payload.get("state_dict"), dict):
-        check_layout(str(model.get("name", "")), payload["state_dict"], "model.", str(path))
-    return payload
-
-
-def load_checkpoint_surrogate(path: str | os.PathLike) -> tuple[Surrogate, dict[str, Any]]:
-    """Rebuild the surrogate stored in a checkpoint (in eval mode) and return it with the checkpoint."""
-    payload = load_checkpoint(path)
-    try:
-        surrogate = Surrogate.from_spec(payload["spec"])
-        surrogate.load_state_dict(payload["state_dict"])
-    except (ConfigError, RuntimeError, KeyError) as exc:
-        raise CheckpointError(f"{path}: weights do not fit the stored model config "
-                              f"({str(exc).splitlines()[0]})") from None
-    return surrogate.eval(), payload

@@ -1,4 +1,4 @@
-"""Forecasts from every kind of run (opformer.eval.forecast): the rollout equals the evaluation's, mixture and
+"""Forecasts from every kind of run (opformer.serve): the rollout equals the evaluation's, mixture and
 imported DPOT runs answer on the input's grid and channels, arrays in and out, one-line errors, streaming."""
 
 from pathlib import Path
@@ -13,10 +13,11 @@ from conftest import write_toy_heat
 from opformer.config import config_from_dict
 from opformer.data.store import read_info, write_trajectory_dataset
 from opformer.errors import DataError
-from opformer.eval import forecast
 from opformer.eval.evaluate import rollout_row
-from opformer.eval.forecast import load_forecaster, predict_file
 from opformer.eval.metrics import predict, rollout
+from opformer.serve import predict as serving
+from opformer.serve.forecaster import open_forecaster
+from opformer.serve.predict import predict_file
 from opformer.train.trainer import train
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
@@ -62,7 +63,7 @@ def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
 
 def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_run, tmp_path):
     run, heat = heat_run
-    forecaster = load_forecaster(run, device="cpu")
+    forecaster = open_forecaster(run, device="cpu")
     out = predict_file(run, heat, tmp_path / "forecast.h5", frames=4, device="cpu")
     info, given = read_info(out), read_info(heat)
     assert (info.kind, info.n_samples, info.spatial_shape, info.input_channels) == ("trajectory", 10, (16, 16), ["u"])
@@ -82,7 +83,7 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
 def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5", frames=13)
     train(config_from_dict(trajectory_config(heat, time_stride=2)), tmp_path / "run")
-    forecaster = load_forecaster(tmp_path / "run", device="cpu")
+    forecaster = open_forecaster(tmp_path / "run", device="cpu")
     assert forecaster.validated_frames() == 4  # 7 strided frames, 3 given
     with h5py.File(heat) as f:  # as generated files do, the settings list the frames' times
         listed = write_trajectory_dataset(tmp_path / "listed.h5", f["fields"][:], f["times"][:],
@@ -103,7 +104,7 @@ def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
     config["model"] = {"name": "factformer2d", "d_model": 8, "n_head": 1, "head_dim": 4, "n_layers": 1,
                        "latent_dim": 8, "decoder_groups": 8}
     train(config_from_dict(config), tmp_path / "run")
-    forecaster = load_forecaster(tmp_path / "run", device="cpu")
+    forecaster = open_forecaster(tmp_path / "run", device="cpu")
     assert forecaster.t_out == 2 and forecaster.validated_frames() == 5  # 3 calls of 2 marched frames, cut to 5
     row, data, preds = rollout_row(forecaster.surrogate, forecaster.payload, forecaster.source, heat, None, "test",
                                    torch.device("cpu"))
@@ -127,13 +128,14 @@ def mixture_run(tmp_path_factory):
 
 
 def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp_path):
-    from opformer.eval.members import load_mixture_run, member_rollout, member_splits
+    from opformer.eval.mixture import member_rollout, member_splits
+    from opformer.runs import Run
 
     run, members = mixture_run
-    forecaster = load_forecaster(run, device="cpu")
+    forecaster = open_forecaster(run, device="cpu")
     assert forecaster.padded and forecaster.kind == "trajectory"
-    surrogate, payload = load_mixture_run(run)
-    for member, path, channels, n in zip(member_splits(surrogate, payload, "test"), members, (1, 2), (16, 32)):
+    surrogate = Run(run).surrogate
+    for member, path, channels, n in zip(member_splits(Run(run), "test"), members, (1, 2), (16, 32)):
         evaluated = member_rollout(surrogate, member, 3, 4, torch.device("cpu")).predictions[..., :channels]
         given = member.data.fields[:, :3]
         assert given.shape[-1] == channels
@@ -145,12 +147,12 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
 
 
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
-    from opformer.eval.members import imported_member, member_rollout
+    from opformer.eval.mixture import imported_member, member_rollout
     from opformer.imports import import_run
 
     run = import_run("dpot", FIXTURES / "dpot_tiny.pth", tmp_path / "dpot")[0]
     heat = write_toy_heat(tmp_path / "heat32.h5", samples=2, n=32, frames=6)  # 1 channel at 32^2; model: 4 at 16^2
-    forecaster = load_forecaster(run, device="cpu")
+    forecaster = open_forecaster(run, device="cpu")
     assert forecaster.padded and forecaster.grid == (16, 16) and forecaster.t_in == 4
     _, _, member, step, notes = imported_member(run, heat, frames=2, device="cpu")
     assert any("resized" in note for note in notes)
@@ -180,7 +182,7 @@ def operator_run(tmp_path_factory):
 
 def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
     run, data = operator_run
-    forecaster = load_forecaster(run, device="cpu")
+    forecaster = open_forecaster(run, device="cpu")
     assert forecaster.kind == "operator" and forecaster.t_in is None and forecaster.grid == (64,)
     with h5py.File(data) as f:
         x = f["input"][:]
@@ -205,7 +207,7 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
     with np.load(predict_file(run, tmp_path / "u.npz", tmp_path / "f.npz", frames=2)) as z:
         np.testing.assert_array_equal(z["times"], [12.0, 13.0])
         assert torch.equal(torch.from_numpy(z["fields"]),
-                           load_forecaster(run, device="cpu").rollout(torch.from_numpy(fields), 2))
+                           open_forecaster(run, device="cpu").rollout(torch.from_numpy(fields), 2))
 
 
 @pytest.mark.parametrize(("shape", "needle"), [
@@ -251,7 +253,7 @@ def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat
     # scratch files and the output beyond ulimit -f: refused before a memory map is made (it would die half-written)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("opformer.io._file_size_limit", lambda: 4096.0)
-        patch.setattr(forecast.Forecaster, "rollout", lambda *a: pytest.fail("predicted before the refusal"))
+        patch.setattr(serving.Forecaster, "rollout", lambda *a: pytest.fail("predicted before the refusal"))
         fails(trajectory, heat, "out.h5: needs about", "(ulimit -f)")
     # and a trajectory forecast through the CLI, an array out
     code = main(["predict", str(trajectory), "--input", str(heat), "--output", str(tmp_path / "f.npy"),
@@ -267,7 +269,7 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     run, heat = heat_run
     whole = predict_file(run, heat, tmp_path / "whole.npz", frames=3, device="cpu")
     reads = []
-    opened = forecast.open_inputs
+    opened = serving.open_inputs
 
     def counting(path, forecaster, member=None):
         inputs = opened(path, forecaster, member)
@@ -275,8 +277,8 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
         inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
         return inputs
 
-    monkeypatch.setattr(forecast, "open_inputs", counting)
-    monkeypatch.setattr(forecast, "CHUNK_BYTES", 4 * 16 * 16 * 6)  # one sample: 3 given + 3 predicted frames
+    monkeypatch.setattr(serving, "open_inputs", counting)
+    monkeypatch.setattr(serving, "CHUNK_BYTES", 4 * 16 * 16 * 6)  # one sample: 3 given + 3 predicted frames
     chunked = predict_file(run, heat, tmp_path / "chunked.npz", frames=3, device="cpu")
     assert reads == [(i, i + 1) for i in range(10)]
     with np.load(whole) as a, np.load(chunked) as b:
@@ -293,3 +295,65 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     assert reads[-1] == (9, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["out"])
     assert not list((tmp_path / "out").iterdir())
+
+
+def _imported(fmt: str, tmp_path: Path) -> Path:
+    """A run of each import format's fixture (FactFormer's in the file its trainers write)."""
+    from safetensors.torch import load_file
+
+    from opformer.imports import import_run
+
+    options = {}
+    source = FIXTURES / {"dpot": "dpot_tiny.pth", "galerkin-transformer": "gt_small.pt",
+                         "neuraloperator": "fno2d_small.pt"}.get(fmt, "")
+    if fmt == "galerkin-transformer":
+        options["config"] = str(FIXTURES / "gt_small.yaml")
+    if fmt == "factformer":
+        tensors = load_file(FIXTURES / "factformer_ns2d.safetensors")
+        source = tmp_path / "checkpoint_final.pth"
+        torch.save({"model": {k.removeprefix("model."): v.float() for k, v in tensors.items()
+                              if k.startswith("model.")}}, source)
+        options["config"] = str(FIXTURES / "factformer_ns2d.yml")
+    return import_run(fmt, source, tmp_path / fmt, **options)[0]
+
+
+@pytest.mark.parametrize("fmt, grid", [("factformer", (12, 12)), ("galerkin-transformer", (256,)),
+                                       ("neuraloperator", (40, 40)), ("dpot", (32, 32))])
+def test_each_import_format_forecasts_on_the_input_grid_unless_its_weights_fix_it(fmt, grid, tmp_path):
+    """Through ``opformer.load_surrogate``, on a grid other than the recorded one: a model of any grid (FactFormer,
+    GT, FNO) is applied to the input as it is; only DPOT, whose positional embedding fixes its grid, sees the frames
+    resized to that grid and its predictions back."""
+    from opformer.eval.mixture import ResizedStep
+
+    forecaster = opformer.load_surrogate(_imported(fmt, tmp_path), device="cpu")
+    assert forecaster.grid != grid and forecaster.resized == (fmt == "dpot")
+    surrogate, channels = forecaster.surrogate, len(forecaster.input_channels)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        if forecaster.kind == "operator":
+            x = torch.randn(2, *grid, channels)
+            torch.testing.assert_close(forecaster.predict(x), surrogate(x), rtol=0, atol=0)
+            return
+        frames = torch.randn(2, forecaster.t_in, *grid, channels)
+        window = frames.movedim(1, -2)
+        step = ResizedStep(surrogate, forecaster.grid, forecaster.kinds) if fmt == "dpot" else surrogate
+        expected = rollout(step, window, 2).movedim(-2, 1)
+        torch.testing.assert_close(forecaster.rollout(frames, 2), expected, rtol=0, atol=0)
+        if fmt == "dpot":  # resized: not the model applied on the input's grid
+            assert not torch.allclose(expected, rollout(surrogate, window, 2).movedim(-2, 1))
+
+
+def test_a_calibrated_run_the_previous_version_wrote_loads_and_answers_as_it_did():
+    """A run directory and calibration.pt written before the serving room (tests/fixtures/runs/calibrated_v1):
+    loaded through ``opformer.load_surrogate``, the same predictions and bounds, bit for bit."""
+    run = FIXTURES.parent / "runs" / "calibrated_v1"
+    forecaster = opformer.load_surrogate(run, device="cpu")
+    assert forecaster.calibration is not None and forecaster.run.kind == "operator"
+    with np.load(run / "expected.npz") as expected:
+        x = torch.from_numpy(expected["x"])
+        predictions = forecaster.predict(x)
+        np.testing.assert_array_equal(predictions.numpy(), expected["predictions"])
+        bounds = forecaster.bounds(x, predictions, 0.9)
+        np.testing.assert_array_equal(bounds.relative_l2.numpy(), expected["bound"])
+        np.testing.assert_array_equal(bounds.upper.numpy(), expected["upper"])
+        np.testing.assert_array_equal(bounds.flagged.numpy(), expected["flagged"])

@@ -1,4 +1,5 @@
-"""Evaluation of a run trained on a mixture of trajectory files (DPOT's pre-training): a row per member.
+"""Evaluation of a run trained on a mixture of trajectory files (DPOT's pre-training): a row per member; and of
+imported DPOT weights on one file, as a member of such a mixture.
 
 Each member's split is read on its stored grid, channels zero-padded to the run's count, and rolled out from
 its first ``t_in`` frames exactly as the run's validation does (:func:`opformer.eval.metrics.rollout_errors`
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from opformer.data.mixture import MixtureMember, MixtureSpec, member_name, pad_channels
+from opformer.data.mixture import MixtureSpec, member_name, pad_channels
 from opformer.data.resize import resize
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
@@ -24,7 +25,7 @@ from opformer.grids import axis_kinds
 from opformer.eval.evaluate import spread
 from opformer.eval.metrics import RolloutErrors, Step, persistence, rollout_errors
 from opformer.models.surrogate import Surrogate
-from opformer.runs import load_checkpoint_surrogate, run_checkpoint
+from opformer.runs import Run
 from opformer.runtime import resolve_device
 
 #: Frames rolled out after the 10 given ones in the DPOT paper's evaluation, by member name (``cns`` stands for
@@ -44,19 +45,6 @@ class MemberSplit:
     frames: int
 
 
-def is_mixture_run(payload: dict[str, Any]) -> bool:
-    """Whether a checkpoint's run trained on a mixture of data files."""
-    return bool(payload["run_config"]["data"].get("mixture"))
-
-
-def load_mixture_run(run_dir: str | os.PathLike) -> tuple[Surrogate, dict[str, Any]]:
-    """A mixture run's best (else last) surrogate and checkpoint payload (a one-line error for other runs)."""
-    surrogate, payload = load_checkpoint_surrogate(run_checkpoint(run_dir))
-    if not is_mixture_run(payload):
-        raise ConfigError(f"{run_dir}: not trained on a mixture of data sets")
-    return surrogate, payload
-
-
 def paper_frames(name: str) -> int:
     """The DPOT paper's rollout length of a member, by its name (a one-line error for other names)."""
     key = name if name in PAPER_FRAMES else name.split("_")[0]
@@ -66,15 +54,14 @@ def paper_frames(name: str) -> int:
     return PAPER_FRAMES[key]
 
 
-def member_splits(surrogate: Surrogate, payload: dict[str, Any], split: str = "test", frames: int | None = None,
+def member_splits(run: Run, split: str = "test", frames: int | None = None,
                   paper_lengths: bool = False, samples: int | None = None) -> list[MemberSplit]:
     """Every member's ``split`` (its own split sizes, else the mixture's; the first ``samples`` if given) on its
     stored grid, and its rollout length: ``frames``, the paper's (``paper_lengths``), else every frame after
     ``t_in`` (a one-line error when a member has fewer)."""
-    cfg = payload["run_config"]
-    data_cfg, t_in = cfg["data"], surrogate.spec["data"]["t_in"]
-    channels = len(surrogate.spec["data"]["input_channels"])
-    spec = MixtureSpec(members=[MixtureMember(**m) for m in data_cfg["mixture"]], resolution=data_cfg["resolution"],
+    cfg, data_spec = run.run_config, run.surrogate.spec["data"]
+    data_cfg, t_in, channels = cfg["data"], data_spec["t_in"], len(data_spec["input_channels"])
+    spec = MixtureSpec(members=run.members, resolution=data_cfg["resolution"],
                        n_train=data_cfg["n_train"], n_val=data_cfg["n_val"], n_test=data_cfg["n_test"],
                        time_stride=cfg["rollout"].get("time_stride", 1))
     out = []
@@ -108,18 +95,20 @@ def member_rollout(step: Step, member: MemberSplit, t_in: int, batch_size: int,
     return rollout_errors(step, member.fields, t_in, member.frames, batch_size, device, mask=member.mask)
 
 
-def evaluate_mixture(run_dir: str | os.PathLike, split: str = "test", frames: int | None = None,
+def evaluate_mixture(run_dir: str | os.PathLike | Run, split: str = "test", frames: int | None = None,
                      paper_lengths: bool = False, device: str = "auto", batch_size: int | None = None
                      ) -> list[dict[str, Any]]:
     """A row per member of a mixture run on its ``split``: the model's and persistence's L2RE and per-frame
     relative L2 of rollouts of ``frames`` frames (see :func:`member_splits`) on the member's stored grid."""
-    surrogate, payload = load_mixture_run(run_dir)
+    run = Run.open(run_dir)
+    run.require_mixture()
+    surrogate, payload = run.surrogate, run.payload
     dev = resolve_device(device)
     surrogate.to(dev)
     t_in = surrogate.spec["data"]["t_in"]
     batch = batch_size or payload["run_config"]["train"]["eval_batch_size"]
     rows = []
-    for member in member_splits(surrogate, payload, split, frames, paper_lengths):
+    for member in member_splits(run, split, frames, paper_lengths):
         model = member_rollout(surrogate, member, t_in, batch, dev)
         baseline = member_rollout(persistence, member, t_in, batch, torch.device("cpu"))
         per_frame = model.per_frame.mean(dim=0)
@@ -142,11 +131,6 @@ def evaluate_mixture(run_dir: str | os.PathLike, split: str = "test", frames: in
     return rows
 
 
-def is_imported(payload: dict[str, Any]) -> bool:
-    """Whether a checkpoint's run was written by ``opformer import`` (weights trained elsewhere)."""
-    return bool(payload["run_config"].get("imported"))
-
-
 class ResizedStep:
     """A model that runs on one grid (``grid``) applied to frames on another: each input window is resized to
     ``grid`` (by the data's axis kinds: Fourier on periodic axes, else linear or cell means) and the prediction
@@ -161,18 +145,19 @@ class ResizedStep:
         return resize(y, 1, stored, self.kinds)
 
 
-def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "all",
+def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",
                     frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
-                    samples: int | None = None, loaded: tuple[Surrogate, dict[str, Any]] | None = None
-                    ) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
-    """An imported DPOT (``opformer import dpot``; on ``device``) and one trajectory file as a mixture member:
+                    samples: int | None = None) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
+    """An imported trajectory model (``opformer import``; on ``device``) and one trajectory file as a mixture member:
     its channels zero-padded to the model's (as in the authors' pre-training; errors over the real ones), the
-    step that applies the model (resizing the frames to the grid the model's ``pos_embed`` was built for where the
-    file's grid differs: each window there, the prediction back to the stored grid, where it is measured), and
-    notes on what was padded or resized. ``samples``: the first ones of the split only. ``loaded``: the run's
-    checkpoint (surrogate and payload) where the caller has loaded it already."""
-    surrogate, payload = loaded or load_checkpoint_surrogate(run_checkpoint(run_dir))
-    if not is_imported(payload) or "t_in" not in surrogate.spec["data"]:
+    step that applies the model (for a model whose weights fix its grid, :attr:`Surrogate.fixed_grid`: resizing
+    each window to the grid its ``pos_embed`` was built for where the file's grid differs, the prediction back to
+    the stored grid, where it is measured; any other model runs on the file's grid), and notes on what was padded
+    or resized. ``samples``: the first ones of the split only."""
+    run = Run.open(run_dir)
+    surrogate, payload = run.surrogate, run.payload
+    run_dir = run.path
+    if not run.is_imported or "t_in" not in surrogate.spec["data"]:
         raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
     surrogate.to(resolve_device(device))
     cfg, spec = payload["run_config"], surrogate.spec
@@ -196,14 +181,14 @@ def imported_member(run_dir: str | os.PathLike, data_path: str | os.PathLike, sp
     notes = [f"channels {', '.join(data.info.input_channels)} padded with {channels - own} zero channels to the "
              f"model's {channels} (errors over the real ones)"] if own < channels else []
     step: Step = surrogate
-    if stored != grid:
+    if stored != grid and surrogate.fixed_grid:  # a model of any grid runs on the file's
         step = ResizedStep(surrogate, grid, axis_kinds(data.info.domain))
         notes.append(f"frames resized {'x'.join(map(str, stored))} -> {'x'.join(map(str, grid))} for the model (its "
                      f"img_size), predictions back to {'x'.join(map(str, stored))}, where the errors are measured")
     return surrogate, payload, member, step, notes
 
 
-def evaluate_file(run_dir: str | os.PathLike, data_path: str | os.PathLike, split: str = "all",
+def evaluate_file(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",
                   frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
                   batch_size: int | None = None) -> list[dict[str, Any]]:
     """An imported DPOT on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row

@@ -25,11 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from opformer.data.readers.source import TRAJECTORY
 from opformer.errors import ConfigError
-from opformer.eval.forecast import Annotate, Forecaster, Inputs, forecast_times, predict_file
 from opformer.io import write_atomic
 from opformer.pde.resolve import resolvable, resolve_operator, resolve_trajectory
-from opformer.trust.calibration import bounds_annotation
+from opformer.runs import Run
+from opformer.serve.forecaster import open_forecaster
+from opformer.serve.inputs import Inputs, forecast_times
+from opformer.serve.predict import BoundArrays, prediction
+from opformer.trust.conformal import check_coverage
 from opformer.trust.scores import relative_l2
 
 #: The suffix of the report written beside the output.
@@ -101,50 +105,48 @@ def _truth_reader(inputs: Inputs) -> Callable[[int, int], np.ndarray] | None:
     return lambda start, stop: data.read("target", (slice(start, stop),))
 
 
-def fallback_annotation(run_dir: str | os.PathLike, coverage: float, tolerance: float, report: FallbackReport,
-                        probe: dict[str, Any] | None = None) -> Callable[[Forecaster, Inputs], Annotate]:
-    """``predict_file``'s ``annotate`` for ``--tolerance``: the bounds of ``--coverage`` (``bounds_annotation``),
+class FallbackArrays:
+    """What ``--tolerance`` writes beside each chunk: the bounds (``bounds``, joint over a rollout's frames),
     ``to_solver`` (1: over the tolerance; where solved, the output holds the solver's answer and the bounds of the
     surrogate's prediction it replaced) and, for a registry PDE's data, those samples solved again in place of the
-    predictions. ``report`` is filled as the chunks pass; ``probe`` (if given) keeps the first sample to time one
-    solve when none was needed (:func:`predict_with_fallback`)."""
-    check_tolerance(tolerance)
-    bounds = bounds_annotation(run_dir, coverage, joint=True)  # a forecast is answered whole: every frame bound
+    predictions. ``report`` is filled as the chunks pass; ``probe`` keeps the first sample to time one solve when
+    none was needed (:func:`predict_with_fallback`)."""
 
-    def annotate(forecaster: Forecaster, inputs: Inputs) -> Annotate:
-        arrays = bounds(forecaster, inputs)
+    def __init__(self, bounds: BoundArrays, inputs: Inputs, trajectory: bool, tolerance: float,
+                 report: FallbackReport, probe: dict[str, Any]) -> None:
+        self.bounds, self.inputs, self.trajectory, self.tolerance = bounds, inputs, trajectory, tolerance
+        self.report, self.probe = report, probe
         info = inputs.info
         report.solved = info is not None and resolvable(info.pde)
         if not report.solved:
             report.reason = ("an array records no PDE" if info is None else
                              f"{inputs.path} records pde {info.pde.get('name')!r}, which opformer cannot solve "
                              "again from an input")
-        truth = _truth_reader(inputs)
-        report.true_errors_known = truth is not None
+        self.truth = _truth_reader(inputs)
+        report.true_errors_known = self.truth is not None
 
-        def chunk(given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
-            out = arrays(given, preds)
-            start = report.samples
-            chosen = to_solver(out["bound_relative_l2"], out["flagged"], tolerance)
-            picked = np.flatnonzero(chosen)
-            report.samples += len(given)
-            report.indices += (start + picked).tolist()
-            report.flagged += int(out["flagged"][picked].astype(bool).sum())
-            if truth is not None:
-                kept = relative_l2(preds, torch.from_numpy(truth(start, start + len(given))))[~torch.from_numpy(chosen)]
-                if len(kept):
-                    report.max_true_error = max(float(kept.max()), report.max_true_error or 0.0)
-            frames = preds.shape[1] if forecaster.kind == "trajectory" else 0
-            if report.solved and len(picked):
-                began = time.perf_counter()
-                solved = solve_samples(inputs, given[torch.from_numpy(picked)], frames)
-                report.solver_seconds += time.perf_counter() - began
-                preds[torch.from_numpy(picked)] = torch.from_numpy(solved).to(preds.dtype)
-            if probe is not None and not probe:
-                probe.update(inputs=inputs, given=given[:1].clone(), frames=frames)
-            return {**out, "to_solver": chosen.astype(np.uint8)}
-        return chunk
-    return annotate
+    def __call__(self, given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
+        report, truth = self.report, self.truth
+        out = self.bounds(given, preds)
+        start = report.samples
+        chosen = to_solver(out["bound_relative_l2"], out["flagged"], self.tolerance)
+        picked = np.flatnonzero(chosen)
+        report.samples += len(given)
+        report.indices += (start + picked).tolist()
+        report.flagged += int(out["flagged"][picked].astype(bool).sum())
+        if truth is not None:
+            kept = relative_l2(preds, torch.from_numpy(truth(start, start + len(given))))[~torch.from_numpy(chosen)]
+            if len(kept):
+                report.max_true_error = max(float(kept.max()), report.max_true_error or 0.0)
+        frames = preds.shape[1] if self.trajectory else 0
+        if report.solved and len(picked):
+            began = time.perf_counter()
+            solved = solve_samples(self.inputs, given[torch.from_numpy(picked)], frames)
+            report.solver_seconds += time.perf_counter() - began
+            preds[torch.from_numpy(picked)] = torch.from_numpy(solved).to(preds.dtype)
+        if not self.probe:
+            self.probe.update(inputs=self.inputs, given=given[:1].clone(), frames=frames)
+        return {**out, "to_solver": chosen.astype(np.uint8)}
 
 
 def solve_samples(inputs: Inputs, given: torch.Tensor, frames: int) -> np.ndarray:
@@ -157,22 +159,29 @@ def solve_samples(inputs: Inputs, given: torch.Tensor, frames: int) -> np.ndarra
     return resolve_trajectory(info.pde, info.solver, given[:, -1].numpy(), times)
 
 
-def predict_with_fallback(run_dir: str | os.PathLike, input_path: str | os.PathLike, output_path: str | os.PathLike,
+def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os.PathLike,
+                          output_path: str | os.PathLike,
                           tolerance: float, coverage: float = 0.9, frames: int | None = None,
                           batch_size: int | None = None, device: str = "auto", member: str | None = None
                           ) -> FallbackReport:
     """``opformer predict RUN --input X --output Y --tolerance T``: :func:`predict_file` with the bounds at
     ``coverage`` and the samples over ``tolerance`` answered by the solver (registry data) or listed; the report is
     written atomically beside the output (``Y.fallback.json``) and returned. ``member``: as for
-    :func:`~opformer.eval.forecast.predict_file`.
+    :func:`~opformer.serve.predict.predict_file`.
 
     Solving every sample is timed as the solves' measured time when every sample was solved, else estimated from
     the measured time per solved sample (one sample solved for timing alone when none was needed)."""
+    check_tolerance(tolerance)
+    check_coverage(coverage, "--coverage")
     report = FallbackReport(float(tolerance), float(coverage))
     probe: dict[str, Any] = {}
     began = time.perf_counter()
-    path = predict_file(run_dir, input_path, output_path, frames=frames, batch_size=batch_size, device=device,
-                        annotate=fallback_annotation(run_dir, coverage, tolerance, report, probe), member=member)
+    forecaster = open_forecaster(run_dir, device, batch_size, calibrated=True)
+    with prediction(forecaster, input_path, output_path, frames, member, extras=True) as job:
+        # a forecast is answered whole: every frame bound at once
+        fallback = FallbackArrays(job.bounds(coverage, joint=True), job.inputs, forecaster.kind == TRAJECTORY,
+                                  tolerance, report, probe)
+        path = job.write(fallback)
     report.seconds = time.perf_counter() - began
     if report.solved and report.samples:
         if report.to_solver == report.samples:

@@ -12,8 +12,8 @@ from opformer.data.mixture import pad_channels
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
 from opformer.eval.metrics import masked_relative_l2_per_sample, relative_l2_per_sample, rollout
-from opformer.eval.members import evaluate_mixture, paper_frames
-from opformer.runs import load_checkpoint_surrogate
+from opformer.eval.mixture import evaluate_mixture, paper_frames
+from opformer.runs import Run
 from opformer.train.trainer import train
 
 
@@ -34,7 +34,7 @@ def mixture_run(tmp_path, toy_mixture):
 
 def direct(run, path, samples, split, frames, channels):
     """The member's L2RE and persistence L2RE computed here from the file, the checkpoint and the formula."""
-    surrogate, _ = load_checkpoint_surrogate(run / "best.pt")
+    surrogate, _ = Run(run).model("best")
     data = load_trajectories(path, split, n_train=3, n_val=1, n_test=samples)
     fields = pad_channels(data.fields, 2)
     mask = torch.arange(2) < channels
@@ -97,7 +97,7 @@ def test_plot_writes_a_rollout_figure_per_member(mixture_run, tmp_path, capsys):
 
 def test_a_member_s_time_stride_and_the_run_s_eval_frames_reach_evaluation_and_plots(tmp_path, toy_mixture,
                                                                                      monkeypatch):
-    from opformer.eval import report
+    from opformer.eval import run_plots
 
     config = {"seed": 0,
               "model": {"name": "fno2d_time", "in_channels": 2, "width": 4, "modes": 2, "n_layers": 1,
@@ -117,7 +117,7 @@ def test_a_member_s_time_stride_and_the_run_s_eval_frames_reach_evaluation_and_p
     assert rows[0]["persistence_l2re"] == pytest.approx(float(expected), rel=1e-5)
     # the plots roll out what validation did: the run's eval_frames, at each member's stride
     shown = {}
-    monkeypatch.setattr(report, "plot_rollout_frames",
+    monkeypatch.setattr(run_plots, "plot_rollout_frames",
                         lambda truth, pred, times, path, **kw: shown.setdefault(path.name, times) and path)
-    report.plot_run(run, out_dir=tmp_path / "plots", device="cpu")
+    run_plots.plot_run(run, out_dir=tmp_path / "plots", device="cpu")
     assert shown == {"rollout_a.png": pytest.approx([0.4, 0.6]), "rollout_b.png": pytest.approx([0.2, 0.3])}

@@ -1,0 +1,158 @@
+"""A run directory opened for reading: the one way every command opens a run.
+
+:class:`Run` reads each file of the directory once, when first asked: the resolved config (``config.yaml``), the
+best checkpoint and the surrogate it stores, and the calibration record checked against that checkpoint (its
+numbers become an :class:`opformer.trust.Calibration` in :mod:`opformer.trust`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from opformer.config import ImportedConfig, RunConfig, config_from_dict, safe_load_yaml
+from opformer.data.mixture import MixtureMember, member_name
+from opformer.errors import CheckpointError, ConfigError
+from opformer.io import sha256_file
+from opformer.models.surrogate import Surrogate
+from opformer.runs.checkpoint import checksum, load_checkpoint, load_weights, surrogate_of
+from opformer.runs.directory import CALIBRATION, CONFIG, run_checkpoint
+
+#: What ``calibration.pt`` holds (written by :mod:`opformer.trust.storage`).
+CALIBRATION_FORMAT, CALIBRATION_VERSION = "opformer-calibration", 1
+#: The kinds of run: trained on operator pairs, on trajectories, on a mixture of trajectory files, or imported.
+OPERATOR, TRAJECTORY, MIXTURE, IMPORTED = "operator", "trajectory", "mixture", "imported"
+
+
+class Run:
+    """The run directory ``path``: its config, kind, checkpoints, model, calibration record and members.
+
+    Opening checks only that the folder exists; each file is read (and checked) on first use and kept.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise CheckpointError(f"{self.path}: no such run directory")
+
+    @classmethod
+    def open(cls, source: str | os.PathLike | Run) -> Run:
+        """``source`` itself if it is a :class:`Run` already (its files read once), else the run at that path."""
+        return source if isinstance(source, Run) else cls(source)
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    @cached_property
+    def config(self) -> RunConfig:
+        """The resolved config stored in ``config.yaml``."""
+        path = self.path / CONFIG
+        if not path.is_file():
+            raise CheckpointError(f"{self.path}: no {CONFIG} (not a run directory)")
+        return config_from_dict(safe_load_yaml(path.read_text()))
+
+    def checkpoint(self, which: str = "best") -> Path:
+        """The path of the ``best`` or ``last`` checkpoint (a one-line error where absent)."""
+        return run_checkpoint(self.path, which)
+
+    @cached_property
+    def payload(self) -> dict[str, Any]:
+        """The best checkpoint, read and checked (:func:`opformer.runs.checkpoint.load_checkpoint`)."""
+        return load_checkpoint(self.checkpoint())
+
+    @cached_property
+    def surrogate(self) -> Surrogate:
+        """The best checkpoint's surrogate, in eval mode on the CPU."""
+        return surrogate_of(self.payload, self.checkpoint())
+
+    def model(self, which: str = "best") -> tuple[Surrogate, dict[str, Any]]:
+        """The surrogate (eval mode, CPU) and the checkpoint payload of the ``best`` or ``last`` checkpoint."""
+        if which == "best":
+            return self.surrogate, self.payload
+        path = self.checkpoint(which)
+        payload = load_checkpoint(path)
+        return surrogate_of(payload, path), payload
+
+    @property
+    def run_config(self) -> dict[str, Any]:
+        """The run config the best checkpoint records (as a plain dict)."""
+        return self.payload["run_config"]
+
+    @property
+    def imported(self) -> ImportedConfig | None:
+        """Where imported weights came from; None for a run trained here."""
+        return self.config.imported
+
+    @property
+    def members(self) -> list[MixtureMember]:
+        """The mixture members the run trained on (none for a run of one data file)."""
+        return [MixtureMember(**m) for m in self.run_config["data"].get("mixture") or []]
+
+    def member_names(self) -> list[str]:
+        """The names of :attr:`members`."""
+        return [member_name(m) for m in self.members]
+
+    @property
+    def is_imported(self) -> bool:
+        """Whether ``opformer import`` wrote the run (weights trained elsewhere)."""
+        return bool(self.run_config.get("imported"))
+
+    @property
+    def is_mixture(self) -> bool:
+        """Whether the run trained on a mixture of data files."""
+        return bool(self.run_config["data"].get("mixture"))
+
+    @property
+    def data_kind(self) -> str:
+        """The kind of data the model maps: ``operator`` or ``trajectory``."""
+        return TRAJECTORY if "t_in" in self.surrogate.spec["data"] else OPERATOR
+
+    @property
+    def kind(self) -> str:
+        """``imported``, ``mixture``, else the kind of its data (``operator`` or ``trajectory``)."""
+        return IMPORTED if self.is_imported else MIXTURE if self.is_mixture else self.data_kind
+
+    def require_mixture(self) -> None:
+        """A one-line error unless the run trained on a mixture."""
+        if not self.is_mixture:
+            raise ConfigError(f"{self.path}: not trained on a mixture of data sets")
+
+    @cached_property
+    def checkpoint_checksum(self) -> str:
+        """The best checkpoint's identity: its stored checksum, else (written before checksums) its file's."""
+        return str(self.payload.get("checksum") or sha256_file(self.checkpoint()))
+
+    @property
+    def calibration_path(self) -> Path:
+        """Where the run's calibration is stored."""
+        return self.path / CALIBRATION
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the run has a calibration file."""
+        return self.calibration_path.is_file()
+
+    def calibration_record(self) -> dict[str, Any]:
+        """The stored calibration, read as the checkpoints are (no code unpickled), checked against its contents'
+        checksum and against the best checkpoint; its ``meta`` decoded. One-line :class:`CheckpointError`
+        otherwise."""
+        path = self.calibration_path
+        if not path.is_file():
+            raise CheckpointError(f"{self.path}: not calibrated (no {CALIBRATION}); run `opformer calibrate "
+                                  f"{self.path}` first")
+        record = load_weights(path, "calibration", "; run `opformer calibrate` again")
+        if not isinstance(record, dict) or record.get("format") != CALIBRATION_FORMAT:
+            raise CheckpointError(f"{path}: not an opformer calibration")
+        if record.get("checksum") != checksum(record):
+            raise CheckpointError(f"{path}: corrupt (its checksum does not match its contents); run `opformer "
+                                  "calibrate` again")
+        meta = json.loads(record["meta"])
+        current = self.checkpoint_checksum
+        if current != meta["checkpoint_checksum"]:
+            raise CheckpointError(f"{path}: calibrates another checkpoint (checksum "
+                                  f"{meta['checkpoint_checksum'][:12]}), not {self.checkpoint()} ({current[:12]}); "
+                                  f"run `opformer calibrate {self.path}` again")
+        return {**record, "meta": meta}

@@ -1,0 +1,297 @@
+"""Forecasts from any trained run: the surrogate in place of its solver, in physical units, with its bounds.
+
+:func:`load_surrogate` (``opformer.load_surrogate``) opens a run directory's best checkpoint as a
+:class:`Forecaster`, with the run's calibration when it has one. An operator run maps inputs to targets
+(:meth:`Forecaster.predict`); a trajectory run rolls out ``n`` frames after the last ``t_in`` given ones
+(:meth:`Forecaster.rollout`) with exactly the step its evaluation uses: repeated calls of the surrogate
+(:func:`opformer.eval.metrics.rollout`), each giving the model's ``t_out`` bundled frames (a latent-marching model's
+``k`` marched frames per call), whatever strategy trained it. A run trained on a mixture of data sets, and imported
+trajectory weights, take any number of channels up to the model's: they are zero-padded and the padded outputs
+zeroed before they are fed back. A model whose weights fix its grid (an imported DPOT) sees frames resized to the
+grid it was built for and its predictions back, as :mod:`opformer.eval.mixture` evaluates it; every other model runs
+on the input's grid. The forecast has the input's grid and channels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from opformer.data.mixture import MixtureMember, member_name, pad_channels
+from opformer.data.readers.source import OPERATOR, TRAJECTORY
+from opformer.data.store import read_info
+from opformer.errors import CheckpointError, ConfigError, DataError
+from opformer.eval.evaluate import eval_batch_size
+from opformer.eval.metrics import Step, predict, rollout
+from opformer.eval.mixture import ResizedStep
+from opformer.grids import axis_kinds
+from opformer.runs import Run
+from opformer.runtime import resolve_device
+from opformer.trust.bounds import Bounds, BoundsAt, Calibration
+from opformer.trust.storage import load_calibration
+
+
+class Forecaster:
+    """A run's surrogate applied to new data: CPU tensors in and out, in physical units, batched on ``device``.
+
+    ``kind`` is ``"operator"`` or ``"trajectory"``. Operator runs: :meth:`predict` maps ``(batch, *grid,
+    in_channels)`` to ``(batch, *grid, out_channels)``. Trajectory runs: :meth:`rollout` maps given frames
+    ``(batch, time, *grid, channels)`` (at the run's frame spacing; the last ``t_in`` are used) to the next ``n``
+    ``(batch, n, *grid, channels)``, and :meth:`predict` is one call (the next ``t_out`` frames). ``padded``: a
+    mixture run or imported trajectory weights, which take 1 to ``len(input_channels)`` channels on any grid.
+    :meth:`bounds` gives calibrated error bounds of their predictions (:mod:`opformer.trust`).
+    """
+
+    def __init__(self, run: Run, device: torch.device, batch_size: int, calibration: Calibration | None = None
+                 ) -> None:
+        self.run = run
+        self.surrogate = run.surrogate.to(device).eval()
+        self.payload, self.source = run.payload, str(run.checkpoint())
+        self.device, self.batch_size = device, batch_size
+        data = self.surrogate.spec["data"]
+        self.kind = TRAJECTORY if "t_in" in data else OPERATOR
+        self.t_in: int | None = data.get("t_in")
+        self.t_out: int | None = data.get("t_out")
+        self.grid = tuple(data["stored_shape"])
+        self.kinds = axis_kinds(data)
+        self.input_channels, self.target_channels = list(data["input_channels"]), list(data["target_channels"])
+        self.padded = run.is_mixture or (run.is_imported and self.kind == TRAJECTORY)
+        # a mixture run was validated on its members' stored grids; other weights that fix their grid see it
+        self.resized = self.padded and not run.is_mixture and self.surrogate.fixed_grid
+        if self.padded and len(self.target_channels) != len(self.input_channels):
+            raise ConfigError(f"{self.source}: a model of {len(self.input_channels)} input and "
+                              f"{len(self.target_channels)} output channels cannot roll out")
+        self.dtype = next(self.surrogate.parameters()).dtype
+        #: the run's calibration (:func:`load_surrogate` attaches it when the run has one); :meth:`bounds` uses it
+        self.calibration = calibration
+
+    @property
+    def ndim(self) -> int:
+        """Spatial dimensions of the run's data."""
+        return len(self.grid)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """The surrogate's prediction for ``x``, in physical units.
+
+        Parameters
+        ----------
+        x
+            Operator runs: inputs ``(batch, *grid, in_channels)`` on any grid of the run's domain. Trajectory runs:
+            given frames ``(batch, time, *grid, channels)``, ``time >= t_in`` (the last ``t_in`` are the context).
+
+        Returns
+        -------
+        torch.Tensor
+            Operator runs: the predicted targets ``(batch, *grid, out_channels)``. Trajectory runs: the next
+            ``t_out`` frames ``(batch, t_out, *grid, channels)`` (one call of the model). On the CPU.
+
+        Raises
+        ------
+        opformer.errors.DataError
+            ``x`` does not have the shape the run takes.
+        """
+        if self.kind == TRAJECTORY:
+            return self.rollout(x, self.t_out)
+        if x.dim() != self.ndim + 2 or x.shape[-1] != len(self.input_channels):
+            raise DataError(f"inputs of shape {tuple(x.shape)}: {self.source} takes (batch, {self.ndim} grid axes, "
+                            f"{len(self.input_channels)} channels {self.input_channels})")
+        return predict(self.surrogate, x.to(self.dtype), self.batch_size, self.device)
+
+    def rollout(self, frames: torch.Tensor, n: int, kinds: Sequence[str] | None = None) -> torch.Tensor:
+        """A trajectory run's forecast: ``n`` frames after the given ones, each call's predictions fed back.
+
+        Parameters
+        ----------
+        frames
+            Given frames ``(batch, time, *grid, channels)`` at the run's frame spacing, ``time >= t_in``; the last
+            ``t_in`` are the context. A mixture run or imported weights take 1 to ``len(input_channels)`` channels.
+        n
+            Frames to forecast (at least 1).
+        kinds
+            The grid kinds of the frames' axes, where a model whose weights fix its grid resizes them (default
+            the run's).
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n, *grid, channels)`` on the CPU: the input's grid and channels.
+
+        Raises
+        ------
+        opformer.errors.ConfigError
+            An operator run, or ``n < 1``.
+        opformer.errors.DataError
+            ``frames`` do not have the shape the run takes.
+        """
+        if self.kind != TRAJECTORY:
+            raise ConfigError(f"{self.source}: an operator run has no rollout; use predict(x)")
+        if n < 1:
+            raise ConfigError(f"frames {n}: expected at least 1 frame to roll out")
+        own = frames.shape[-1] if frames.dim() else 0
+        channels = len(self.input_channels)
+        if (frames.dim() != self.ndim + 3 or frames.shape[1] < self.t_in or
+                not (1 <= own <= channels if self.padded else own == channels)):
+            raise DataError(f"frames of shape {tuple(frames.shape)}: {self.source} takes (batch, time >= {self.t_in}, "
+                            f"{self.ndim} grid axes, {self._channel_text()})")
+        context = frames[:, -self.t_in:].to(self.dtype)
+        step: Step = self.surrogate
+        if self.padded:
+            context = pad_channels(context, channels)
+            if self.resized and tuple(frames.shape[2:-1]) != self.grid:  # the grid its weights fix
+                step = ResizedStep(self.surrogate, self.grid, tuple(kinds or self.kinds))
+            step = _masked(step, (torch.arange(channels) < own).to(self.device))
+        out = [frames.new_zeros((0, n, *frames.shape[2:-1], own), dtype=self.dtype)]
+        with torch.no_grad():
+            for start in range(0, len(context), self.batch_size):
+                window = context[start:start + self.batch_size].movedim(1, -2).to(self.device)
+                out.append(rollout(step, window, n).movedim(-2, 1)[..., :own].cpu())
+        return torch.cat(out)
+
+    def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
+               member: str | None = None, joint: bool = False) -> Bounds:
+        """Calibrated error bounds of predictions made by :meth:`predict` or :meth:`rollout`.
+
+        Parameters
+        ----------
+        inputs
+            The inputs of the predictions (operator runs), or the given frames (trajectory runs).
+        predictions
+            What :meth:`predict` or :meth:`rollout` returned for them.
+        coverage
+            The probability, strictly between 0 and 1, with which each bound holds for inputs like the
+            calibration data.
+        member
+            A mixture run: the member the inputs belong to (its calibration).
+        joint
+            A rollout: bounds on each forecast's relative L2 error that hold for all its calibrated frames at once.
+
+        Returns
+        -------
+        opformer.trust.Bounds
+            ``relative_l2``: the bound on each sample's relative L2 error (rollouts: per sample and frame);
+            ``lower``/``upper``: the pointwise band (the predictions' shape); ``flagged``: True where the input is
+            unlike the calibration data (the bounds are not guaranteed there); ``coverage``.
+
+        Raises
+        ------
+        opformer.errors.CheckpointError
+            The run has no calibration (run ``opformer calibrate RUN``).
+        opformer.errors.ConfigError
+            A coverage outside (0, 1), an unknown member, or predictions that do not fit the calibration.
+        """
+        return self.bounds_at(coverage, member, joint)(inputs, predictions)
+
+    def bounds_at(self, coverage: float, member: str | None = None, joint: bool = False) -> BoundsAt:
+        """The calibration's bounds at ``coverage`` for ``member`` (see :meth:`bounds`), their quantiles computed
+        once: call the result on each batch of inputs and predictions. ``joint`` is ignored for an operator run
+        (its one bound holds jointly already)."""
+        if self.calibration is None:
+            raise CheckpointError(f"{self.source}: no calibration loaded; calibrate the run (`opformer calibrate RUN`) "
+                                  "and load it with opformer.load_surrogate(RUN)")
+        return self.calibration.at(coverage, member, joint=joint and self.kind == TRAJECTORY)
+
+    def calibrated_member(self, path: str | os.PathLike, name: str | None = None) -> str | None:
+        """The calibrated data set an input file belongs to: None for a run of one data file, else the mixture
+        member ``name`` (``predict --member``) or the one stored in ``path`` (a one-line error for another file: a
+        mixture's bounds hold per member)."""
+        groups = self.calibration.groups if self.calibration is not None else {}
+        if len(groups) <= 1:
+            return None
+        found = self.member(path, name)
+        if found is None:
+            raise ConfigError(f"--coverage: {self.source} is calibrated per member of its mixture "
+                              f"({', '.join(groups)}); {path} is none of their files (name its member with --member)")
+        return member_name(found)
+
+    def _channel_text(self) -> str:
+        count = len(self.input_channels)
+        return f"1 to {count} channels" if self.padded else f"{count} channels {self.input_channels}"
+
+    def time_stride(self, path: str | os.PathLike | None = None, name: str | None = None) -> int:
+        """Stored frames between two frames the model sees: the run's ``rollout.time_stride`` (for a mixture
+        member's file, or the member ``name``, the member's own)."""
+        cfg = self.payload["run_config"]
+        stride = cfg["rollout"].get("time_stride", 1)
+        member = self.member(path, name)
+        return (member.time_stride or stride) if member else stride
+
+    def member(self, path: str | os.PathLike | None, name: str | None = None) -> MixtureMember | None:
+        """The mixture member named ``name`` (``opformer predict --member``; a one-line error for another name or a
+        run of one data set), else the one stored in ``path``, if it is one."""
+        members = self.run.members
+        if name is not None:
+            names = [member_name(m) for m in members]
+            if name not in names:
+                raise ConfigError(f"--member {name}: " + (f"expected one of {', '.join(names)}, the members of "
+                                                          f"{self.source}'s mixture" if names else
+                                                          f"{self.source} was not trained on a mixture"))
+            return members[names.index(name)]
+        if path is None:
+            return None
+        return next((m for m in members if Path(m.path).resolve() == Path(path).resolve()), None)
+
+    def validated_frames(self, path: str | os.PathLike | None = None, name: str | None = None) -> int:
+        """The rollout length the run was validated on: its ``rollout.eval_frames``, else the frames after
+        ``t_in`` of its data file (of ``path``'s member, or the member ``name``, for a mixture run); a one-line
+        error where unknown."""
+        cfg = self.payload["run_config"]
+        if cfg["rollout"].get("eval_frames"):
+            return cfg["rollout"]["eval_frames"]
+        member = self.member(path, name)
+        data_path = member.path if member else None if self.padded else cfg["data"]["path"]
+        if data_path is not None:
+            try:
+                frames = len(read_info(data_path).times[::self.time_stride(data_path)]) - self.t_in
+            except DataError:
+                frames = 0
+            if frames > 0:
+                return frames
+        raise ConfigError(f"--frames: {self.source} records no rollout length for {path or 'this input'} (no "
+                          "rollout.eval_frames and its validation data are not at hand); give --frames N")
+
+
+def _masked(step: Step, mask: torch.Tensor) -> Step:
+    """``step`` with the padded channels of its output zeroed before they are fed back (as
+    :func:`opformer.eval.metrics.rollout_errors` does for a mixture member)."""
+    return lambda x: step(x) * mask
+
+
+def open_forecaster(run_dir: str | os.PathLike | Run, device: str = "auto", batch_size: int | None = None,
+                    calibrated: bool = False) -> Forecaster:
+    """A run's :class:`Forecaster` on ``device`` (``batch_size``: samples per model call, default the run's
+    ``train.eval_batch_size``), with its calibration where ``calibrated`` (a one-line error where it has none)."""
+    run = Run.open(run_dir)
+    calibration = load_calibration(run) if calibrated else None
+    return Forecaster(run, resolve_device(device), eval_batch_size(run, batch_size), calibration)
+
+
+def load_surrogate(run_dir: str | os.PathLike | Run, device: str = "auto", batch_size: int | None = None
+                   ) -> Forecaster:
+    """Open a trained (or imported) run for predictions: ``opformer.load_surrogate``.
+
+    Parameters
+    ----------
+    run_dir
+        The run directory (or an opened :class:`~opformer.runs.Run`); its best checkpoint is used.
+    device
+        ``"auto"`` (CUDA where available), ``"cpu"`` or ``"cuda[:N]"``: where the model runs.
+    batch_size
+        Samples per model call; default the run's ``train.eval_batch_size``.
+
+    Returns
+    -------
+    Forecaster
+        The run's surrogate in physical units, with the run's calibration attached when it has one (checked
+        against the checkpoint), so that :meth:`Forecaster.bounds` answers.
+
+    Raises
+    ------
+    opformer.errors.CheckpointError
+        The folder holds no run, its checkpoint is missing or damaged, or its calibration calibrates another
+        checkpoint.
+    """
+    run = Run.open(run_dir)
+    return open_forecaster(run, device, batch_size, calibrated=run.calibrated)

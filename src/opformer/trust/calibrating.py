@@ -1,0 +1,232 @@
+"""Calibrating a run (``opformer calibrate``): split conformal scores on data that training and model selection
+never saw, per rolled-out frame and mixture member; the sharper score and scale chosen on validation
+(:func:`select`); stored in the run directory (:mod:`opformer.trust.storage`)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from opformer.data.pairs import load_split, split_options
+from opformer.data.store import read_info
+from opformer.data.trajectories import load_trajectories
+from opformer.errors import ConfigError
+from opformer.eval.evaluate import check_compatible, eval_batch_size
+from opformer.eval.metrics import Step, predict, rollout_errors
+from opformer.eval.mixture import imported_member, member_splits
+from opformer.runs import Run
+from opformer.runtime import resolve_device
+from opformer.trust.bounds import Calibration, Group
+from opformer.trust.conformal import conformal_quantile, conformal_rank
+from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, SCALES, local_scale, point_level, pointwise_scores,
+                                   relative_l2)
+from opformer.trust.shift import input_statistics, roughness_of
+from opformer.trust.storage import save_calibration
+
+#: The level at which the scores are compared on the validation split (:func:`select`), and the ratio of median
+#: bounds by which the normalised per-sample score must beat the plain one to be chosen (a few validation samples
+#: rank two close scores by chance).
+SELECTION_COVERAGE, SELECTION_MARGIN = 0.9, 0.9
+
+
+def _file_record(path: str | os.PathLike) -> dict[str, Any]:
+    """What identifies a data file cheaply: its resolved path, size and modification time."""
+    stat = Path(path).stat()
+    return {"path": str(Path(path).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _check_split(split: str, data: str | os.PathLike | None, cfg: dict[str, Any], imported: bool) -> None:
+    """Calibration data must be unseen by training (``train``) and by model selection (``val``)."""
+    if split in ("train", "val"):
+        raise ConfigError(f"--split {split}: the run was {'trained' if split == 'train' else 'selected'} on it; "
+                          "calibrate on data it never saw (--split test, or --data FILE --split all)")
+    if split == "all" and not imported:
+        seen = [m["path"] for m in cfg["data"].get("mixture") or []] + [cfg["data"].get("path")]
+        if data is None or any(p and Path(p).resolve() == Path(data).resolve() for p in seen):
+            raise ConfigError("--split all: takes the run's training samples too; use --split test, or another "
+                              "file with --data FILE")
+
+
+class Scores:
+    """The scores of one data set, gathered a batch of samples at a time (:meth:`add`), then compared
+    (:func:`select`) or sorted into a :class:`Group` (:meth:`group`)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[torch.Tensor]] = {}
+        self.grid: tuple[int, ...] = ()
+        self.channels = 0
+
+    def add(self, inputs: torch.Tensor, preds: torch.Tensor, truth: torch.Tensor, ndim: int) -> None:
+        """Score a batch: inputs ``(b, *spatial, c_in)`` or the given frames ``(b, t, *spatial, c)``, predictions and
+        truth ``(b, frames, *spatial, c)`` (``ndim`` spatial axes)."""
+        b, frames = preds.shape[:2]
+        self.grid, self.channels = tuple(preds.shape[2:-1]), preds.shape[-1]
+        flat_pred, flat_truth = preds.flatten(0, 1), truth.flatten(0, 1)
+        statistics = input_statistics(inputs, ndim)
+        parts = {"relative_l2": relative_l2(flat_pred, flat_truth).reshape(b, frames), "statistics": statistics,
+                 "difficulty": roughness_of(statistics, inputs.shape[-1])}
+        for scale in SCALES:
+            local = local_scale(flat_pred, scale)
+            parts[scale] = pointwise_scores(flat_pred, flat_truth, scale, local).reshape(b, frames, -1)
+            parts[f"width_{scale}"] = local.flatten(1).mean(dim=1).reshape(b, frames)
+        for key, value in parts.items():
+            self.parts.setdefault(key, []).append(value)
+
+    def joined(self) -> dict[str, torch.Tensor]:
+        """Every score of every sample, in sample order."""
+        return {key: torch.cat(value) for key, value in self.parts.items()}
+
+    def sample_scores(self) -> dict[str, torch.Tensor]:
+        """Each per-sample score of :data:`SAMPLE_SCORES`, ``(n, frames)`` in sample order."""
+        cat = self.joined()
+        return {"relative_l2": cat["relative_l2"], "roughness": cat["relative_l2"] / cat["difficulty"][:, None]}
+
+    def frame_scales(self) -> dict[str, torch.Tensor]:
+        """Each per-sample score's median over the samples at each frame, ``(frames,)``: the scale by which the
+        joint score divides that frame (:meth:`group`)."""
+        return {name: values.median(dim=0).values.clamp_min(torch.finfo(values.dtype).tiny)
+                for name, values in self.sample_scores().items()}
+
+    def group(self, selection: dict[str, Any] | None = None, frame_scale: dict[str, torch.Tensor] | None = None
+              ) -> Group:
+        """The gathered scores sorted per frame (the inputs' statistics in sample order), using the score and scale
+        of ``selection`` (:func:`select`; default :data:`DEFAULT_SCORE`, :data:`DEFAULT_SCALE`), and the joint
+        scores over ``frame_scale`` (:meth:`frame_scales` of held-out samples; default these samples' own)."""
+        cat, per_sample = self.joined(), self.sample_scores()
+        ordered = {key: cat[key].sort(dim=0).values for key in ("relative_l2", *SCALES)}
+        frame_scale = frame_scale or self.frame_scales()
+        joint = {name: (values / frame_scale[name]).max(dim=1).values.sort().values
+                 for name, values in per_sample.items()}
+        chosen = selection or {}
+        return Group(ordered["relative_l2"], per_sample["roughness"].sort(dim=0).values,
+                     {scale: ordered[scale] for scale in SCALES}, cat["statistics"], cat["difficulty"], self.grid,
+                     self.channels, chosen.get("score", DEFAULT_SCORE), chosen.get("scale", DEFAULT_SCALE), joint,
+                     frame_scale)
+
+
+def select(scores: Scores) -> dict[str, Any]:
+    """The sharper per-sample score and pointwise scale on held-out samples (the run's validation split, never the
+    calibration samples, so the calibration's guarantee is untouched), each at :data:`SELECTION_COVERAGE` within
+    those samples: the per-sample score with the smaller median ratio of bound to true error (the normalised one
+    only by the factor :data:`SELECTION_MARGIN`), the scale with the narrower mean band; the defaults where too
+    few samples are held out."""
+    cat, c = scores.joined(), SELECTION_COVERAGE
+    errors = cat["relative_l2"]
+    record: dict[str, Any] = {"samples": len(errors), "score": DEFAULT_SCORE, "scale": DEFAULT_SCALE}
+    if conformal_rank(len(errors), c) is None:
+        return record
+    sigma = cat["difficulty"][:, None]
+    ratios = {"relative_l2": conformal_quantile(errors, c) / errors,
+              "roughness": conformal_quantile(errors / sigma, c) * sigma / errors}
+    level = point_level(c)
+    widths = {scale: conformal_quantile(cat[scale][:, :, level], c) * cat[f"width_{scale}"] for scale in SCALES}
+    record["median_bound_over_error"] = {k: float(v.median()) for k, v in ratios.items()}
+    record["mean_half_width"] = {k: float(v.mean()) for k, v in widths.items()}
+    sharpness = record["median_bound_over_error"]
+    normalised_wins = sharpness["roughness"] < SELECTION_MARGIN * sharpness["relative_l2"]
+    record["score"] = "roughness" if normalised_wins else "relative_l2"
+    record["scale"] = min(record["mean_half_width"], key=record["mean_half_width"].get)
+    return record
+
+
+def _rollout_scores(step: Step, fields: torch.Tensor, own: int, t_in: int, frames: int, mask: torch.Tensor | None,
+                    batch: int, device: torch.device) -> Scores:
+    """Roll out every trajectory of ``fields`` ``(sample, time, *spatial, C)`` (channels beyond ``own`` padded) and
+    score the ``frames`` frames after the first ``t_in`` on the real channels."""
+    scores, ndim = Scores(), fields.dim() - 3
+    for start in range(0, len(fields), batch):
+        chunk = fields[start:start + batch]
+        preds = rollout_errors(step, chunk, t_in, frames, batch, device, mask=mask).predictions
+        scores.add(chunk[:, :t_in, ..., :own], preds[..., :own], chunk[:, t_in:t_in + frames, ..., :own], ndim)
+    return scores
+
+
+def score_split(run: Run, data: str | os.PathLike | None, split: str, frames: int | None, resolution: int | None,
+                batch: int, device: str) -> tuple[dict[str, Scores], list[str | os.PathLike]]:
+    """The scores of every data set of a run (its file, or each mixture member) on ``split``, and the files."""
+    run_dir, surrogate, cfg, dev = run.path, run.surrogate, run.run_config, resolve_device(device)
+    t_in = surrogate.spec["data"].get("t_in")
+    if run.is_mixture:
+        if data is not None or resolution is not None:
+            raise ConfigError(f"--{'data' if data is not None else 'resolution'}: {run_dir} was trained on a mixture; "
+                              "it is calibrated on each member's test split on its stored grid")
+        members = member_splits(run, split, frames=frames or cfg["rollout"].get("eval_frames"))
+        return ({m.name: _rollout_scores(surrogate, m.fields, int(m.mask.sum()), t_in, m.frames, m.mask, batch, dev)
+                 for m in members}, [m.data.info.path for m in members])
+    if run.is_imported and t_in is not None:
+        if data is None or resolution is not None:
+            raise ConfigError(f"{run_dir}: holds imported weights; give the data to calibrate them on with --data FILE "
+                              "(on its stored grid: no --resolution)")
+        _, _, member, step, _ = imported_member(run, data, split, frames, device=device)
+        return {"": _rollout_scores(step, member.fields, int(member.mask.sum()), t_in, member.frames, member.mask,
+                                    batch, dev)}, [data]
+    path = data or cfg["data"]["path"]
+    if path is None:
+        raise ConfigError(f"{run_dir}: give the data to calibrate on with --data FILE")
+    info, sizes = read_info(path), {key: cfg["data"][key] for key in ("n_train", "n_val", "n_test")}
+    if info.kind == "trajectory":
+        rollout = cfg.get("rollout", {})
+        traj = load_trajectories(path, split, **sizes, resolution=resolution, time_stride=rollout.get("time_stride", 1))
+        check_compatible(surrogate, traj.info, str(run_dir))
+        frames = frames or rollout.get("eval_frames") or traj.n_times - t_in
+        traj.check_window(t_in, frames, "rollout")
+        scores = _rollout_scores(surrogate, traj.fields, traj.fields.shape[-1], t_in, frames, None, batch, dev)
+        return {"": scores}, [path]
+    if frames is not None:
+        raise ConfigError("--frames: only for runs on trajectory data (an operator run predicts one output)")
+    pairs = load_split(path, split, resolution=resolution, **split_options(cfg["data"]))
+    check_compatible(surrogate, pairs.info, str(run_dir), (pairs.input_channels, pairs.target_channels))
+    scores = Scores()
+    for start in range(0, len(pairs), batch):
+        x, y = pairs.inputs[start:start + batch], pairs.targets[start:start + batch]
+        scores.add(x, predict(surrogate, x, batch, dev).unsqueeze(1), y.unsqueeze(1), info.ndim)
+    return {"": scores}, [path]
+
+
+def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = None, split: str | None = None,
+                  frames: int | None = None, device: str = "auto", batch_size: int | None = None,
+                  resolution: int | None = None) -> Calibration:
+    """Calibrate a run's best checkpoint on ``split`` (default ``test``; ``all`` for a run of imported weights) of
+    its data file or of ``data``, and store it in the run directory (``calibration.pt``, atomically).
+
+    The predictions are made on the file's stored grid, where ``opformer predict`` makes them (``resolution``:
+    on a sub-grid of it with that many points per axis instead); bounds for predictions on another grid are
+    flagged as not guaranteed. Trajectory runs are rolled out from each trajectory's first ``t_in`` frames for
+    ``frames`` frames (default: the run's ``eval_frames``, else every frame after ``t_in``) and calibrated per
+    frame; a mixture run per member (on each member's own test split, on its stored grid). Calibrating on
+    ``train`` or ``val`` is refused. The per-sample score and the pointwise scale are chosen on the run's
+    validation split (:func:`select`) where it has one.
+    """
+    run = Run.open(run_dir)
+    surrogate, cfg, checkpoint = run.surrogate, run.run_config, run.checkpoint()
+    batch = eval_batch_size(run, batch_size)
+    imported = run.is_imported
+    split = split or ("all" if imported else "test")
+    _check_split(split, data, cfg, imported)
+    if frames is not None and frames < 1:
+        raise ConfigError(f"--frames {frames}: expected at least 1 frame")
+    scores, files = score_split(run, data, split, frames, resolution, batch, device)
+    empty = [name or str(files[0]) for name, part in scores.items() if not part.parts]
+    if empty:
+        raise ConfigError(f"--split {split}: holds no samples of {', '.join(empty)}; nothing to calibrate on")
+    calibrated = {name: part.joined()["relative_l2"].shape[1] for name, part in scores.items()}
+    selection: dict[str, dict[str, Any]] = {}
+    frame_scales: dict[str, dict[str, torch.Tensor]] = {}
+    if not imported and cfg["data"]["n_val"]:  # the run's own validation split, at the calibrated grid and frames
+        held_out, _ = score_split(run, None, "val", frames, resolution, batch, device)
+        matching = {name: part for name, part in held_out.items()
+                    if part.parts and part.joined()["relative_l2"].shape[1] == calibrated[name]}
+        selection = {name: select(part) for name, part in matching.items()}
+        frame_scales = {name: part.frame_scales() for name, part in matching.items()}
+    groups = {name: part.group(selection.get(name), frame_scales.get(name)) for name, part in scores.items()}
+    source_record = {"checkpoint": str(checkpoint), "data": [_file_record(f) for f in files], "split": split,
+                     "resolution": resolution, "selection": selection,
+                     "joint_frame_scales": "validation" if frame_scales else "calibration",
+                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    calibration = Calibration(str(run.path), run.data_kind, run.checkpoint_checksum, source_record, groups)
+    save_calibration(run.calibration_path, calibration)
+    return calibration

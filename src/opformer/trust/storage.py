@@ -1,0 +1,77 @@
+"""A run's calibration on disk: written by :func:`save_calibration`, read back by :func:`load_calibration`.
+
+::
+
+    RUN/calibration.pt   per data set (the run's file, or each member of a mixture): the sorted scores of every
+                         calibration sample and rolled-out frame (relative L2; pointwise at each scale and level of
+                         opformer.trust.scores), the sorted joint scores (each sample's largest over the frames, a
+                         frame's score over its scale) and the frame scales (the validation split's medians),
+                         the calibration inputs' statistics (opformer.trust.shift), the grid
+                         and channels; and what it was calibrated on: the data files (path, size, modification
+                         time), the split, the samples, the frames, the checkpoint and its checksum
+
+The file is written atomically and read as the checkpoints are (:meth:`opformer.runs.Run.calibration_record`:
+``torch.load(weights_only=True)``, no code unpickled); it carries a SHA-256 checksum of
+everything it holds (as the checkpoints do, :func:`opformer.runs.checksum`), so a changed byte is an error. Storing
+the scores, not quantiles, keeps every coverage level answerable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from opformer.errors import StorageError
+from opformer.io import atomic_replace
+from opformer.runs import CALIBRATION_FORMAT, CALIBRATION_VERSION, Run, checksum
+from opformer.trust.bounds import Calibration, Group
+from opformer.trust.scores import SAMPLE_SCORES, SCALES
+
+
+def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
+    """Write a calibration (atomically) with its checksum."""
+    path = Path(path)
+    meta = {"kind": calibration.kind, "checkpoint_checksum": calibration.checkpoint_checksum,
+            "source": calibration.source,
+            "chosen": {name: {"score": g.score, "scale": g.scale} for name, g in calibration.groups.items()}}
+    payload: dict[str, Any] = {
+        "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "meta": json.dumps(meta),
+        "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalised, "statistics": g.statistics,
+                          "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
+                          **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
+                          **({f"joint_{score}": g.joint[score] for score in SAMPLE_SCORES} if g.joint else {}),
+                          **({f"frame_scale_{score}": g.frame_scale[score] for score in SAMPLE_SCORES}
+                             if g.frame_scale else {})}
+                   for name, g in calibration.groups.items()},
+    }
+    payload["checksum"] = checksum(payload)
+    with atomic_replace(path) as tmp:
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:
+            raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]})") from None
+    return path
+
+
+def load_calibration(run: str | os.PathLike | Run) -> Calibration:
+    """A run's stored calibration, checked against its contents' checksum and against the run's best checkpoint
+    (:meth:`opformer.runs.Run.calibration_record`); one-line :class:`~opformer.errors.CheckpointError` otherwise."""
+    run = Run.open(run)
+    record = run.calibration_record()
+    meta = record["meta"]
+    groups = {name: Group(g["relative_l2"], g["normalised"], {scale: g[f"pointwise_{scale}"] for scale in SCALES},
+                          g["statistics"], g["difficulty"], tuple(int(n) for n in g["grid"]), int(g["channels"]),
+                          **meta["chosen"][name], joint=_optional(g, "joint_"),
+                          frame_scale=_optional(g, "frame_scale_"))
+              for name, g in record["groups"].items()}
+    return Calibration(str(run.path), meta["kind"], meta["checkpoint_checksum"], meta["source"], groups)
+
+
+def _optional(group: dict[str, Any], prefix: str) -> dict[str, torch.Tensor] | None:
+    """A stored group's ``prefix + score`` entries by score, None where it has none (written before them)."""
+    found = {score: group[prefix + score] for score in SAMPLE_SCORES if prefix + score in group}
+    return found or None
