@@ -16,6 +16,16 @@ def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return relative_l2_per_sample(pred, target).mean()
 
 
+def channel_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, weights: Sequence[float]
+                                   ) -> torch.Tensor:
+    """``sum_c w_c ||pred_c - target_c|| / ||target_c||`` per sample, each channel's norms over every axis but the
+    batch and the channels (grid and frames). The FactFormer authors' 3D loss is the weights ``[1, 1/3, 1/3, 1/3]``:
+    the pressure's relative L2 plus the mean of the three velocity components'."""
+    diff = (pred - target).pow(2).flatten(1, -2).sum(dim=1)
+    norm = target.pow(2).flatten(1, -2).sum(dim=1)
+    return ((diff / norm).sqrt() * torch.tensor(weights, dtype=pred.dtype, device=pred.device)).sum(dim=1)
+
+
 class H1RelativeLoss(nn.Module):
     """Relative L2 plus the paper's H1-seminorm regulariser, averaged over the batch (any dimension).
 
