@@ -89,7 +89,8 @@ def test_channel_weights_fit_the_channels_of_trajectory_data(heat_file, toy_file
     context, future = torch.ones(1, 2, 2, 3, 1), torch.full((1, 2, 2, 2, 1), 2.0)
     assert task.metric(context[..., :2, :], future).item() == pytest.approx(1.0)  # 2 x |1 - 2| / 2
     config.loss.channel_weights = [1.0, 1.0]
-    with pytest.raises(ConfigError, match=r"^loss.channel_weights: \[1.0, 1.0\] does not fit one weight per channel \(1\)$"):
+    message = r"^loss.channel_weights: \[1.0, 1.0\] does not fit one weight per channel \(1\)$"
+    with pytest.raises(ConfigError, match=message):
         TrajectoryTask(config)
     pairs = config_from_dict({**tiny_config(toy_file), "loss": {"channel_weights": [1.0]}})
     with pytest.raises(ConfigError, match="does not fit trajectory data"):

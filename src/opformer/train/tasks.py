@@ -42,8 +42,8 @@ class Task(Protocol):
     A training epoch is a :meth:`plan` (the global batches' indices, drawn first from the epoch's generator);
     :meth:`fetch` makes a batch of indices (one process's share of a global batch) into tensors; :meth:`draw`
     makes a step's random numbers (noise, pushforward's calls) from the same generator, in the order of the
-    steps, and what depends on the step's index over the run (``iteration``); :meth:`drawn_loss` is the step's loss on the device, with no random draw and no host read, so that
-    it can be captured as a CUDA graph.
+    steps, and what depends on the step's index over the run (``iteration``); :meth:`drawn_loss` is the step's
+    loss on the device, with no random draw and no host read, so that it can be captured as a CUDA graph.
     """
 
     info: DatasetInfo
