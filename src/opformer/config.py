@@ -72,6 +72,9 @@ class LossConfig:
     weight_by_input: bool = False  # H1 term weighted by the first input channel (Darcy's coefficient a)
     h1_interior: bool = False  # H1 misfit on interior points only (the GT package's difference drops both ends)
     reduction: Literal["mean", "sum"] = "mean"  # over a batch's samples; sum: DPOT's training code
+    # trajectory data: one weight per channel, the loss sum_c w_c ||pred_c - true_c|| / ||true_c|| (norms over grid and
+    # frames); None: one relative L2 over all channels together
+    channel_weights: list[NonNegativeFloat] | None = None
 
 
 @dataclass
@@ -131,10 +134,12 @@ class RolloutConfig:
     ``noise`` adds Gaussian noise of that fraction of each input's RMS (per sample and channel) to the
     model's input in training.
 
-    ``latent_marching`` (FactFormer's LM protocol): the loss of a call covers its first ``j`` bundled frames,
-    ``j`` growing linearly from 1 to ``t_out`` over ``march_curriculum_epochs``; from epoch
-    ``pushforward_epoch`` on, a window makes ``unroll_steps`` calls, each fed the previous call's detached
-    output, and the loss is the mean of the first (teacher-forced) and the last (pushforward) call's losses.
+    ``latent_marching`` (FactFormer's LM protocol, as the authors' code trains it): the loss of a call covers its
+    first ``j`` bundled frames, ``j`` growing linearly from 1 to ``t_out`` over ``march_curriculum_epochs`` epochs or
+    ``march_curriculum_steps`` optimiser steps. Pushforward starts at epoch ``pushforward_epoch``, or after
+    ``pushforward_after_steps`` optimiser steps; from then on every step whose index (from 0, over the run) is a
+    multiple of ``pushforward_every`` makes ``unroll_steps`` calls, the first ``unroll_steps - 1`` without gradient,
+    each fed its predecessor's ``j`` frames, and trains the last call only; the other steps make one call.
     """
 
     t_in: PositiveInt = 10
@@ -143,7 +148,11 @@ class RolloutConfig:
     unroll_steps: PositiveInt = 1
     curriculum_epochs: NonNegativeInt = 0
     march_curriculum_epochs: NonNegativeInt = 0  # latent_marching: epochs over which the trained frames grow 1 -> t_out
+    march_curriculum_steps: NonNegativeInt = 0  # latent_marching: the same counted in optimiser steps (the authors')
     pushforward_epoch: NonNegativeInt | None = None  # latent_marching: first epoch with pushforward (None: never)
+    # latent_marching: pushforward on the steps whose index (from 0) exceeds this (the authors' pushforward_after)
+    pushforward_after_steps: NonNegativeInt | None = None
+    pushforward_every: PositiveInt = 1  # latent_marching: of the steps past pushforward's start, every this many push
     windows: Literal["all", "random"] = "all"  # every window start, or one random start per trajectory
     noise: NonNegativeFloat = 0.0
     time_stride: PositiveInt = 1  # sub-sample the stored frames in time
@@ -158,20 +167,31 @@ class RolloutConfig:
 
     def _check_latent_marching(self) -> None:
         """The keys of the latent_marching strategy: only with it; pushforward needs calls."""
+        keys = (("march_curriculum_epochs", 0), ("march_curriculum_steps", 0), ("pushforward_epoch", None),
+                ("pushforward_after_steps", None), ("pushforward_every", 1))
         if self.strategy != "latent_marching":
-            for key, unset in (("march_curriculum_epochs", 0), ("pushforward_epoch", None)):
+            for key, unset in keys:
                 if getattr(self, key) != unset:
                     raise ConfigError(f"rollout.{key}: only used by strategy latent_marching, not {self.strategy}")
             return
         if self.curriculum_epochs:
             raise ConfigError("rollout.curriculum_epochs: latent_marching grows the trained frames instead; use "
                               "rollout.march_curriculum_epochs")
-        if self.pushforward_epoch is None and self.unroll_steps != 1:
-            raise ConfigError(f"rollout.unroll_steps: is {self.unroll_steps} but latent_marching without "
-                              "pushforward_epoch makes one call")
-        if self.pushforward_epoch is not None and self.unroll_steps < 2:
-            raise ConfigError("rollout.pushforward_epoch: pushforward needs rollout.unroll_steps >= 2, got "
-                              f"{self.unroll_steps}")
+        if self.march_curriculum_epochs and self.march_curriculum_steps:
+            raise ConfigError("rollout.march_curriculum_steps: give march_curriculum_epochs or _steps, not both")
+        start = "pushforward_epoch" if self.pushforward_epoch is not None else "pushforward_after_steps"
+        if self.pushforward_epoch is not None and self.pushforward_after_steps is not None:
+            raise ConfigError("rollout.pushforward_after_steps: give pushforward_epoch or pushforward_after_steps, "
+                              "not both")
+        if getattr(self, start) is None:
+            if self.unroll_steps != 1:
+                raise ConfigError(f"rollout.unroll_steps: is {self.unroll_steps} but latent_marching without "
+                                  "pushforward_epoch makes one call")
+            if self.pushforward_every != 1:
+                raise ConfigError("rollout.pushforward_every: only used with pushforward_epoch or "
+                                  "pushforward_after_steps")
+        elif self.unroll_steps < 2:
+            raise ConfigError(f"rollout.{start}: pushforward needs rollout.unroll_steps >= 2, got {self.unroll_steps}")
 
 
 #: what ``init.components`` may name (for DPOT: patch_embed, pos_embed, time_agg, blocks, head)

@@ -1,5 +1,5 @@
 """The latent-marching (LM) strategy of the one trainer: the curriculum on marched frames, pushforward after a
-set epoch, its loss by hand, config errors, and a run of the trainer with it."""
+set epoch or step and every few steps, its loss by hand, config errors, and a run of the trainer with it."""
 
 import csv
 
@@ -26,6 +26,15 @@ def test_schedule_of_marched_frames_and_pushforward_by_hand():
     assert not any(pushforward_active(lm(t_out=4), e) for e in range(100))
 
 
+def test_schedule_counted_in_steps_as_the_authors_code():
+    # their CurriculumSampler(1, 4, 6): 1 + int(3 * min(n, 6) / 6) at step n; pushforward where n > 5 and n % 3 == 0
+    config = lm(t_out=4, march_curriculum_steps=6, pushforward_after_steps=5, pushforward_every=3, unroll_steps=3)
+    assert [marched_frames(config, 0, n) for n in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+    assert [n for n in range(16) if pushforward_active(config, 0, n)] == [6, 9, 12, 15]
+    by_epoch = lm(t_out=4, pushforward_epoch=1, pushforward_every=2, unroll_steps=2)  # 3 steps an epoch
+    assert [n for n in range(9) if pushforward_active(by_epoch, n // 3, n)] == [4, 6, 8]
+
+
 def frames(*values):
     """A (1, 1, t, 1) window holding the given frame values."""
     return torch.tensor(values, dtype=torch.float64).reshape(1, 1, -1, 1)
@@ -44,33 +53,34 @@ def test_loss_covers_the_first_marched_frames_only():
 
     config = lm(t_out=2, march_curriculum_epochs=2)
     context = frames(1.0)
-    early = latent_marching_loss(step, context, frames(1.0, 5.0), config, epoch=0)  # j = 1
+    early = latent_marching_loss(step, context, frames(1.0, 5.0), config, calls=1, frames=1)
     assert early.item() == pytest.approx(0.1)  # |0.9 - 1| / 1; the second frame is not trained
-    late = latent_marching_loss(step, context, frames(1.0, 0.5), config, epoch=2)  # j = 2
+    late = latent_marching_loss(step, context, frames(1.0, 0.5), config, calls=1, frames=2)
     expected = relative_l2_per_sample(frames(0.9, 0.81).flatten(1), frames(1.0, 0.5).flatten(1)).mean()
     assert late.item() == pytest.approx(expected.item())
 
 
-def test_pushforward_trains_the_first_and_last_calls_on_detached_inputs():
+def test_pushforward_trains_the_last_call_on_detached_inputs():
     w = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
     inputs = []
 
-    def step(context):
+    def step(context):  # two bundled frames: w x and 2 w x of the last context frame
         inputs.append(context)
-        return w * context[..., -1:, :]
+        last = context[..., -1:, :]
+        return torch.cat([w * last, 2 * w * last], dim=-2)
 
-    config = lm(t_out=1, pushforward_epoch=1, unroll_steps=3)
-    future = frames(1.0, 0.5, 0.4)
-    before = latent_marching_loss(step, frames(1.0), future, config, epoch=0)
+    config = lm(t_out=2, pushforward_epoch=1, unroll_steps=3)
+    future = frames(1.0, 0.5, 0.4, 7.0, 7.0, 7.0)  # at t_out = 2 apart the targets would be 1.0, 0.4, 7.0
+    before = latent_marching_loss(step, frames(1.0), future, config, calls=1, frames=1)
     assert len(inputs) == 1 and before.item() == pytest.approx(0.1)  # one teacher-forced call
     inputs.clear()
-    loss = latent_marching_loss(step, frames(1.0), future, config, epoch=1)
+    loss = latent_marching_loss(step, frames(1.0), future, config, calls=3, frames=1)
     assert len(inputs) == 3 and not any(t.requires_grad for t in inputs)  # fed detached predictions
+    # each call advanced by its first frame only (w x, not 2 w x): the last input is w^2 = 0.81, its target the
+    # window's third frame (frames apart: 1.0, 0.5, 0.4)
+    assert inputs[2].item() == pytest.approx(0.81)
     (grad,) = torch.autograd.grad(loss, w)
-    z2 = torch.tensor(0.81, dtype=torch.float64)  # the input of the last call, a constant
-    first = relative_l2_per_sample(_scalar(w * 1.0), _scalar(torch.tensor(1.0))).mean()
-    last = relative_l2_per_sample(_scalar(w * z2), _scalar(torch.tensor(0.4))).mean()
-    expected = (first + last) / 2
+    expected = relative_l2_per_sample(_scalar(w * 0.81), _scalar(torch.tensor(0.4))).mean()
     assert loss.item() == pytest.approx(expected.item())
     assert grad.item() == pytest.approx(torch.autograd.grad(expected, w)[0].item())
     # the other strategies go through window_loss unchanged
@@ -89,6 +99,15 @@ def test_pushforward_trains_the_first_and_last_calls_on_detached_inputs():
      ({"strategy": "latent_marching", "pushforward_epoch": 3}, "rollout.pushforward_epoch: pushforward needs "
                                                                  "rollout.unroll_steps >= 2, got 1"),
      ({"strategy": "latent_marching", "unroll_steps": 2}, "rollout.unroll_steps: is 2 but latent_marching without"),
+     ({"strategy": "latent_marching", "pushforward_after_steps": 3},
+      "rollout.pushforward_after_steps: pushforward needs rollout.unroll_steps >= 2, got 1"),
+     ({"strategy": "latent_marching", "pushforward_epoch": 1, "pushforward_after_steps": 3, "unroll_steps": 2},
+      "rollout.pushforward_after_steps: give pushforward_epoch or pushforward_after_steps, not both"),
+     ({"strategy": "latent_marching", "march_curriculum_epochs": 1, "march_curriculum_steps": 3},
+      "rollout.march_curriculum_steps: give march_curriculum_epochs or _steps, not both"),
+     ({"strategy": "latent_marching", "pushforward_every": 3}, "rollout.pushforward_every: only used with"),
+     ({"strategy": "unroll", "unroll_steps": 2, "pushforward_every": 2},
+      "rollout.pushforward_every: only used by strategy latent_marching, not unroll"),
      ({"strategy": "latent_marching", "curriculum_epochs": 4}, "rollout.curriculum_epochs: latent_marching grows")],
 )
 def test_config_errors_name_the_key(keys, message):

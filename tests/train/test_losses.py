@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from opformer.grids import central_difference
-from opformer.train.losses import H1RelativeLoss, relative_l2
+from opformer.train.losses import H1RelativeLoss, channel_relative_l2_per_sample, relative_l2
 
 
 def col(values):
@@ -68,3 +68,21 @@ def test_h1_loss_without_regulariser_has_finite_gradients():
     loss.backward()
     assert loss.item() == pytest.approx(relative_l2(pred, target).item())
     assert torch.isfinite(pred.grad).all()
+
+
+def test_channel_weighted_relative_l2_by_hand():
+    """Two samples of two frames, channels (p, u, v, w): p's relative L2 plus the mean of u's, v's and w's (the
+    FactFormer authors' 3D loss), and a channel of zeros with weight 0 takes no part, its gradient included."""
+    target = torch.zeros(2, 2, 4, dtype=torch.float64)  # (batch, frames, channels)
+    target[..., 0], target[..., 1], target[..., 2], target[..., 3] = 2.0, 1.0, -1.0, 4.0
+    pred = target.clone()
+    pred[0, :, 0] += 1.0  # sample 0: p off by 1 in both frames -> sqrt(2 / 8) = 0.5
+    pred[1, 0, 2] += 3.0  # sample 1: v off by 3 in one frame -> sqrt(9 / 2)
+    loss = channel_relative_l2_per_sample(pred, target, [1, 1 / 3, 1 / 3, 1 / 3])
+    assert loss.tolist() == pytest.approx([0.5, (9 / 2) ** 0.5 / 3])
+    zeros = target.clone()
+    zeros[..., 3] = 0.0
+    pred = zeros.clone().requires_grad_()
+    loss = channel_relative_l2_per_sample(pred + 0.1, zeros, [1, 1, 1, 0]).sum()
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(pred.grad).all() and not pred.grad[..., 3].any()

@@ -82,6 +82,21 @@ def test_trajectory_task_refuses_operator_settings(heat_file):
         TrajectoryTask(config)
 
 
+def test_channel_weights_fit_the_channels_of_trajectory_data(heat_file, toy_file, tiny_config):
+    config = heat_config(heat_file)
+    config.loss.channel_weights = [2.0]
+    task = TrajectoryTask(config)
+    context, future = torch.ones(1, 2, 2, 3, 1), torch.full((1, 2, 2, 2, 1), 2.0)
+    assert task.metric(context[..., :2, :], future).item() == pytest.approx(1.0)  # 2 x |1 - 2| / 2
+    config.loss.channel_weights = [1.0, 1.0]
+    message = r"^loss.channel_weights: \[1.0, 1.0\] does not fit one weight per channel \(1\)$"
+    with pytest.raises(ConfigError, match=message):
+        TrajectoryTask(config)
+    pairs = config_from_dict({**tiny_config(toy_file), "loss": {"channel_weights": [1.0]}})
+    with pytest.raises(ConfigError, match="does not fit trajectory data"):
+        OperatorTask(pairs)
+
+
 def test_trajectory_task_checks_the_models_window_sizes(heat_file):
     task = TrajectoryTask(heat_config(heat_file))
     wrong = surrogate_for(task, {"name": "fno2d_time", "t_in": 4, "t_out": 2, "width": 4, "modes": 2,

@@ -16,6 +16,20 @@ def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return relative_l2_per_sample(pred, target).mean()
 
 
+def channel_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, weights: Sequence[float]
+                                   ) -> torch.Tensor:
+    """``sum_c w_c ||pred_c - target_c|| / ||target_c||`` per sample, each channel's norms over every axis but the
+    batch and the channels (grid and frames); a channel of weight 0 takes no part (a channel of zeros may have it).
+    The FactFormer authors' 3D loss is the pressure's relative L2 plus the mean of the three velocity
+    components': weights 1 and 1/3."""
+    w = torch.tensor(weights, dtype=pred.dtype, device=pred.device)
+    diff = (pred - target).pow(2).flatten(1, -2).sum(dim=1)
+    norm = target.pow(2).flatten(1, -2).sum(dim=1)
+    used = w > 0
+    ratio = torch.where(used, diff / torch.where(used, norm, 1), 1)  # 1, not 0: sqrt's gradient at 0 is inf
+    return (ratio.sqrt() * w).sum(dim=1)
+
+
 class H1RelativeLoss(nn.Module):
     """Relative L2 plus the paper's H1-seminorm regulariser, averaged over the batch (any dimension).
 

@@ -104,8 +104,9 @@ class Pipeline:
         plan = self.task.plan(epoch, generator)
         shares = [self.context.share(len(index)) for index in plan]
         fetched = self._fetched(self._made([index[rows] for index, (rows, _) in zip(plan, shares)]))
-        for index, (_, part), tensors in zip(plan, shares, fetched):
-            draws = self.task.draw(part, epoch, generator)
+        first = epoch * self.task.steps_per_epoch()  # the run's optimiser steps before this epoch
+        for k, (index, (_, part), tensors) in enumerate(zip(plan, shares, fetched)):
+            draws = self.task.draw(part, epoch, generator, first + k)
             yield Batch(tensors, draws if self.device.type == "cpu" else draws.to(self.device), part, len(index))
 
     def _made(self, indices: list[torch.Tensor]) -> Iterator[tuple[torch.Tensor, ...]]:

@@ -4,6 +4,7 @@ with evaluation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -11,6 +12,9 @@ import torch
 from opformer.config import RolloutConfig
 from opformer.eval.metrics import Step, advance, relative_l2_per_sample
 from opformer.train.distributed import Part, normal
+
+#: a per-sample error of a prediction against its target, ``(batch,)``: the relative L2, or its channel-weighted form
+Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def add_relative_noise(x: torch.Tensor, scale: float, generator: torch.Generator | None = None,
@@ -75,13 +79,14 @@ def curriculum_steps(config: RolloutConfig, epoch: int) -> int:
 
 def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, calls: int,
                   generator: torch.Generator | None = None, part: Part | None = None,
-                  noise: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+                  noise: list[torch.Tensor | None] | None = None, metric: Metric = relative_l2_per_sample
+                  ) -> torch.Tensor:
     """Training loss of a batch of windows under the configured strategy.
 
     ``future`` holds at least ``calls * t_out`` frames. ``one_step``/``unroll``: the mean over the ``calls``
-    steps of each step's relative L2 (gradients through every step); ``pushforward``: the first ``calls - 1``
-    steps run without gradient, the loss is the last step's. Input noise acts on every model input (``noise``:
-    each call's draw, made beforehand; else drawn here).
+    steps of each step's relative L2 (``metric``, per sample; gradients through every step); ``pushforward``: the
+    first ``calls - 1`` steps run without gradient, the loss is the last step's. Input noise acts on every model
+    input (``noise``: each call's draw, made beforehand; else drawn here).
     """
     t_out = config.t_out
     noise = noise or [None] * calls
@@ -94,48 +99,58 @@ def strategy_loss(step: Step, context: torch.Tensor, future: torch.Tensor, confi
                 new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
         else:
             new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
-            losses.append(relative_l2_per_sample(new, target).mean())  # over grid, frames, channels
+            losses.append(metric(new, target).mean())  # over grid, frames, channels
         context = advance(context, new)
     return torch.stack(losses).mean()
 
 
-def marched_frames(config: RolloutConfig, epoch: int) -> int:
-    """latent_marching: bundled frames in each call's loss at ``epoch`` (0-based), 1 growing linearly to
-    ``t_out`` over ``march_curriculum_epochs`` (``t_out`` from the start if that is 0)."""
-    if config.march_curriculum_epochs == 0:
+def marched_frames(config: RolloutConfig, epoch: int, iteration: int = 0) -> int:
+    """latent_marching: bundled frames in each call's loss at ``epoch`` and optimiser step ``iteration`` (both from
+    0), 1 growing linearly to ``t_out``: over ``march_curriculum_epochs`` epochs (``1 + (t_out - 1) * epoch // E``),
+    or over ``march_curriculum_steps`` steps S as the authors' ``CurriculumSampler`` counts
+    (``1 + (t_out - 1) * min(iteration, S) // S``); ``t_out`` from the start without either."""
+    if config.march_curriculum_steps:
+        done, length = min(iteration, config.march_curriculum_steps), config.march_curriculum_steps
+    elif config.march_curriculum_epochs:
+        done, length = epoch, config.march_curriculum_epochs
+    else:
         return config.t_out
-    grown = 1 + (config.t_out - 1) * epoch // config.march_curriculum_epochs
-    return min(config.t_out, grown)
+    return min(config.t_out, 1 + (config.t_out - 1) * done // length)
 
 
-def pushforward_active(config: RolloutConfig, epoch: int) -> bool:
-    """latent_marching: whether ``epoch`` (0-based) trains with pushforward."""
-    return config.pushforward_epoch is not None and epoch >= config.pushforward_epoch
+def pushforward_active(config: RolloutConfig, epoch: int, iteration: int = 0) -> bool:
+    """latent_marching: whether optimiser step ``iteration`` (from 0 over the run, in ``epoch``) pushes forward: a
+    step past the start (``epoch >= pushforward_epoch``, or ``iteration > pushforward_after_steps`` as the authors'
+    ``n_iter > pushforward_after``) whose index is a multiple of ``pushforward_every``."""
+    if config.pushforward_epoch is not None:
+        started = epoch >= config.pushforward_epoch
+    elif config.pushforward_after_steps is not None:
+        started = iteration > config.pushforward_after_steps
+    else:
+        return False
+    return started and iteration % config.pushforward_every == 0
 
 
 def latent_marching_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig,
-                         epoch: int, generator: torch.Generator | None = None, part: Part | None = None,
-                         noise: list[torch.Tensor | None] | None = None) -> torch.Tensor:
-    """FactFormer's LM protocol: the relative L2 of a call's first :func:`marched_frames` frames.
+                         calls: int, frames: int, generator: torch.Generator | None = None, part: Part | None = None,
+                         noise: list[torch.Tensor | None] | None = None, metric: Metric = relative_l2_per_sample
+                         ) -> torch.Tensor:
+    """FactFormer's LM step as the authors' code makes it: the relative L2 (``metric``, per sample) of the first
+    ``frames`` marched frames of the last of ``calls`` calls.
 
-    Before pushforward: one call. With pushforward: ``unroll_steps`` calls, each fed the previous one's
-    detached output; the first (teacher-forced) and the last (pushforward) calls carry gradients and the loss is
-    the mean of their two losses, the calls between run without gradient. Input noise acts on every input.
+    One call is teacher forcing. A pushforward step makes ``calls`` (``unroll_steps``): the first ``calls - 1``
+    without gradient, each fed the previous input advanced by its predecessor's first ``frames`` frames, then the
+    trained call on the last such input, against the window's frames ``(calls - 1) * frames`` to
+    ``calls * frames``. Input noise acts on every input.
     """
-    t_out, frames = config.t_out, marched_frames(config, epoch)
-    calls = config.unroll_steps if pushforward_active(config, epoch) else 1
     noise = noise or [None] * calls
-    losses = []
-    for call in range(calls):
-        target = future[..., call * t_out:call * t_out + frames, :]
-        if call in (0, calls - 1):
+    for call in range(calls - 1):
+        with torch.no_grad():
             new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
-            losses.append(relative_l2_per_sample(new[..., :frames, :], target).mean())
-        else:
-            with torch.no_grad():
-                new = step(add_relative_noise(context, config.noise, generator, part, noise[call]))
-        context = advance(context, new.detach())
-    return torch.stack(losses).mean()
+        context = advance(context, new[..., :frames, :])
+    new = step(add_relative_noise(context, config.noise, generator, part, noise[calls - 1]))
+    target = future[..., (calls - 1) * frames:calls * frames, :]
+    return metric(new[..., :frames, :], target).mean()
 
 
 def pushforward_calls(calls: int, generator: torch.Generator | None = None) -> int:
@@ -146,12 +161,13 @@ def pushforward_calls(calls: int, generator: torch.Generator | None = None) -> i
 
 
 def draw_windows(config: RolloutConfig, epoch: int, shape: torch.Size | tuple[int, ...],
-                 generator: torch.Generator | None = None, part: Part | None = None) -> StepDraws:
-    """The random numbers of a batch of windows whose context has ``shape``, in the order the strategy uses
-    them: pushforward's number of calls, then each call's input noise."""
+                 generator: torch.Generator | None = None, part: Part | None = None, iteration: int = 0) -> StepDraws:
+    """The random numbers of a batch of windows whose context has ``shape`` at ``epoch`` and optimiser step
+    ``iteration`` (from 0 over the run), in the order the strategy uses them: pushforward's number of calls, then
+    each call's input noise. Latent marching's key is ``(calls, marched frames)``."""
     if config.strategy == "latent_marching":
-        calls = config.unroll_steps if pushforward_active(config, epoch) else 1
-        key = (calls, marched_frames(config, epoch))
+        calls = config.unroll_steps if pushforward_active(config, epoch, iteration) else 1
+        key = (calls, marched_frames(config, epoch, iteration))
     else:
         calls = curriculum_steps(config, epoch)
         if config.strategy == "pushforward":
@@ -160,17 +176,19 @@ def draw_windows(config: RolloutConfig, epoch: int, shape: torch.Size | tuple[in
     return StepDraws(calls, [draw_noise(shape, config.noise, generator, part) for _ in range(calls)], key)
 
 
-def drawn_window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
-                      draws: StepDraws) -> torch.Tensor:
-    """The training loss of a batch of windows at ``epoch`` with the step's random numbers drawn beforehand."""
+def drawn_window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig,
+                      draws: StepDraws, metric: Metric = relative_l2_per_sample) -> torch.Tensor:
+    """The training loss of a batch of windows with the step's random numbers drawn beforehand."""
     if config.strategy == "latent_marching":
-        return latent_marching_loss(step, context, future, config, epoch, noise=draws.noise)
-    return strategy_loss(step, context, future, config, draws.calls, noise=draws.noise)
+        calls, frames = draws.key
+        return latent_marching_loss(step, context, future, config, calls, frames, noise=draws.noise, metric=metric)
+    return strategy_loss(step, context, future, config, draws.calls, noise=draws.noise, metric=metric)
 
 
 def window_loss(step: Step, context: torch.Tensor, future: torch.Tensor, config: RolloutConfig, epoch: int,
-                generator: torch.Generator | None = None, part: Part | None = None) -> torch.Tensor:
-    """The training loss of a batch of windows at ``epoch`` under the configured strategy (its random numbers
-    drawn from ``generator`` first, :func:`draw_windows`)."""
-    draws = draw_windows(config, epoch, context.shape, generator, part)
-    return drawn_window_loss(step, context, future, config, epoch, draws)
+                generator: torch.Generator | None = None, part: Part | None = None, iteration: int = 0
+                ) -> torch.Tensor:
+    """The training loss of a batch of windows at ``epoch`` and optimiser step ``iteration`` under the configured
+    strategy (its random numbers drawn from ``generator`` first, :func:`draw_windows`)."""
+    draws = draw_windows(config, epoch, context.shape, generator, part, iteration)
+    return drawn_window_loss(step, context, future, config, draws)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -26,12 +27,14 @@ from opformer.data.streaming import StreamedPairs, StreamedTrajectories, cache_s
 from opformer.data.trajectories import TrajectorySplit, load_trajectories, trajectory_layout
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
+from opformer.eval.metrics import (NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, relative_l2_per_sample,
+                                   rollout_errors, split_errors)
 from opformer.kinds import TRAJECTORY
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, rollout_errors, split_errors
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part
-from opformer.train.losses import H1RelativeLoss, relative_l2
-from opformer.train.strategies import StepDraws, add_relative_noise, draw_noise, draw_windows, drawn_window_loss
+from opformer.train.losses import H1RelativeLoss, channel_relative_l2_per_sample, relative_l2
+from opformer.train.strategies import (Metric, StepDraws, add_relative_noise, draw_noise, draw_windows,
+                                       drawn_window_loss)
 
 
 class Task(Protocol):
@@ -40,8 +43,8 @@ class Task(Protocol):
     A training epoch is a :meth:`plan` (the global batches' indices, drawn first from the epoch's generator);
     :meth:`fetch` makes a batch of indices (one process's share of a global batch) into tensors; :meth:`draw`
     makes a step's random numbers (noise, pushforward's calls) from the same generator, in the order of the
-    steps; :meth:`drawn_loss` is the step's loss on the device, with no random draw and no host read, so that
-    it can be captured as a CUDA graph.
+    steps, and what depends on the step's index over the run (``iteration``); :meth:`drawn_loss` is the step's
+    loss on the device, with no random draw and no host read, so that it can be captured as a CUDA graph.
     """
 
     info: DatasetInfo
@@ -55,7 +58,7 @@ class Task(Protocol):
     def steps_per_epoch(self) -> int: ...
     def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]: ...
     def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
-    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws: ...
+    def draw(self, part: Part, epoch: int, generator: torch.Generator, iteration: int = 0) -> StepDraws: ...
     def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
                    draws: StepDraws) -> torch.Tensor: ...
     def train_nbytes(self) -> int: ...
@@ -111,6 +114,14 @@ def _check_time_sizes(model: torch.nn.Module, rollout: RolloutConfig) -> None:
             raise ConfigError(f"rollout.{key}: is {getattr(rollout, key)} but the model was built for {key}={built}")
 
 
+def _check_channel_weights(config: RunConfig, channels: int | None) -> None:
+    """``loss.channel_weights``: one weight per channel of trajectory data (``channels``), nothing else (None)."""
+    weights = config.loss.channel_weights
+    if weights is not None and (channels is None or len(weights) != channels):
+        wanted = f"one weight per channel ({channels})" if channels else "trajectory data (a file, not a mixture)"
+        raise ConfigError(f"loss.channel_weights: {weights} does not fit {wanted}")
+
+
 def _check_trajectory_config(config: RunConfig) -> None:
     """Keys of operator data are errors with trajectory data (a file or a mixture)."""
     data = config.data
@@ -138,6 +149,7 @@ class OperatorTask:
         self.val = load_split(data.path, "val", resolution=data.resolution, **self.options)
         self.info = self.train.info
         self.input_channels, self.target_channels = self.val.input_channels, self.val.target_channels
+        _check_channel_weights(config, None)
         domain = self.info.domain
         self.h1 = (H1RelativeLoss(config.loss.gamma, domain["lengths"], axis_kinds(domain), config.loss.h1_interior)
                    if config.loss.name == "h1_relative" else None)
@@ -188,7 +200,7 @@ class OperatorTask:
         """Hold the training split on ``device``."""
         self.train = self.train.to(device)
 
-    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
+    def draw(self, part: Part, epoch: int, generator: torch.Generator, iteration: int = 0) -> StepDraws:
         """The step's input noise (``data.input_noise`` times ``N(0, 1)``, this part's rows of the global draw)."""
         level = self.config.data.input_noise
         noise = draw_noise((part.size, *self.val.inputs.shape[1:]), level, generator, part)
@@ -236,6 +248,10 @@ class TrajectoryTask:
         self.val: TrajectorySplit = load_trajectories(data.path, "val", **sizes)
         self.info = self.train.info
         self.input_channels = self.target_channels = list(self.info.input_channels)
+        _check_channel_weights(config, len(self.input_channels))
+        weights = config.loss.channel_weights
+        self.metric: Metric = (relative_l2_per_sample if weights is None
+                               else functools.partial(channel_relative_l2_per_sample, weights=weights))
         self.span = rollout.unroll_steps * rollout.t_out
         self.train.check_window(rollout.t_in, self.span, "training window")
         self.eval_frames = rollout.eval_frames or self.val.n_times - rollout.t_in
@@ -283,17 +299,18 @@ class TrajectoryTask:
         """Hold the training trajectories on ``device``."""
         self.train = self.train.to(device)
 
-    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
-        """The strategy's random numbers for a batch (pushforward's calls, each call's input noise)."""
+    def draw(self, part: Part, epoch: int, generator: torch.Generator, iteration: int = 0) -> StepDraws:
+        """The strategy's random numbers for a batch at ``epoch`` and optimiser step ``iteration`` (pushforward's
+        calls, latent marching's frames, each call's input noise)."""
         rollout = self.config.rollout
         shape = (part.size, *self.val.fields.shape[2:-1], rollout.t_in, self.val.fields.shape[-1])
-        return draw_windows(rollout, epoch, shape, generator, part)
+        return draw_windows(rollout, epoch, shape, generator, part, iteration)
 
     def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
                    draws: StepDraws) -> torch.Tensor:
-        """The strategy's loss at this epoch (the curriculum's number of calls or of marched frames)."""
+        """The strategy's loss with the step's draws (the curriculum's number of calls or of marched frames)."""
         context, future = batch
-        return drawn_window_loss(surrogate, context, future, self.config.rollout, epoch, draws)
+        return drawn_window_loss(surrogate, context, future, self.config.rollout, draws, self.metric)
 
     def validate(self, surrogate: Surrogate, device: torch.device, context: Context | None = None) -> float:
         """Trajectory-averaged relative L2 of rollouts of the validation trajectories (each process's shard
@@ -328,6 +345,7 @@ class MixtureTask:
             raise ConfigError("data.normalize_input/normalize_target: a mixture trains on raw values ('none'); "
                               "channel statistics would mix members and padding")
         _check_trajectory_config(config)
+        _check_channel_weights(config, None)
         if rollout.strategy != "one_step" or rollout.windows != "all":
             raise ConfigError("rollout.strategy/windows: a mixture trains one_step on data.windows_per_epoch "
                               f"random windows, not {rollout.strategy} with windows {rollout.windows}")
@@ -393,7 +411,7 @@ class MixtureTask:
         """Hold the members' training trajectories on ``device``."""
         self.mixture.to(device)
 
-    def draw(self, part: Part, epoch: int, generator: torch.Generator) -> StepDraws:
+    def draw(self, part: Part, epoch: int, generator: torch.Generator, iteration: int = 0) -> StepDraws:
         """The input noise of the one call on the context."""
         shape = (part.size, *self.mixture.grid, self.config.rollout.t_in, self.mixture.channels)
         return StepDraws(1, [draw_noise(shape, self.config.rollout.noise, generator, part)])
