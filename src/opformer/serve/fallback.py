@@ -33,7 +33,6 @@ from opformer.runs import Run
 from opformer.serve.forecaster import open_forecaster
 from opformer.serve.inputs import Inputs, forecast_times
 from opformer.serve.predict import BoundArrays, prediction
-from opformer.trust.conformal import check_coverage
 from opformer.trust.scores import relative_l2
 
 #: The suffix of the report written beside the output.
@@ -172,7 +171,6 @@ def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os
     Solving every sample is timed as the solves' measured time when every sample was solved, else estimated from
     the measured time per solved sample (one sample solved for timing alone when none was needed)."""
     check_tolerance(tolerance)
-    check_coverage(coverage, "--coverage")
     report = FallbackReport(float(tolerance), float(coverage))
     probe: dict[str, Any] = {}
     began = time.perf_counter()

@@ -23,7 +23,6 @@ from opformer.serve.forecaster import Forecaster, open_forecaster
 from opformer.serve.inputs import Inputs, forecast_times, open_inputs
 from opformer.serve.outputs import Chunk, write_output
 from opformer.trust.bounds import BoundsAt
-from opformer.trust.conformal import check_coverage
 
 #: Arrays computed beside each chunk's predictions from ``(given, predictions)`` (sample first) and written into
 #: the output beside them; it may replace predictions in place (``--tolerance``: the samples the solver answers)
@@ -137,8 +136,6 @@ def predict_file(run_dir: str | os.PathLike | Run, input_path: str | os.PathLike
     output, one array, is refused. ``member``: for a mixture run, the member the input's samples belong to (its
     time stride, rollout length and calibration; default: the member whose file the input is).
     """
-    if coverage is not None:
-        check_coverage(coverage, "--coverage")
     forecaster = open_forecaster(run_dir, device, batch_size, calibrated=coverage is not None)
     with prediction(forecaster, input_path, output_path, frames, member, extras=coverage is not None) as job:
         return job.write(None if coverage is None else job.bounds(coverage, joint))
