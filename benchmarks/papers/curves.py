@@ -1,0 +1,140 @@
+"""Learning curves and convergence of training runs: each run's ``metrics.csv`` (the trainer's record of every
+epoch) plotted (training loss and validation error per epoch, log scale) into ``NAME.png``, and per run its epochs,
+best epoch, best validation error and whether it converged, into ``NAME.json`` and ``NAME.md``.
+
+The criterion (:data:`CRITERION`): a run has converged when the last fifth of its epochs improves the best
+validation error by under 5%, i.e. ``(best before them - best overall) / best before them < 0.05``. A run of fewer
+than 5 epochs has no last fifth to judge by and is not called converged.
+
+Run from the repository root::
+
+    python -m benchmarks.papers.curves /root/runs/burgers/st /root/runs/burgers/lt --name burgers_curves
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import argument_parser, table_head, write_results
+
+FRACTION = 0.2
+TOLERANCE = 0.05
+MIN_EPOCHS = 5
+CRITERION = ("converged: the last fifth of the epochs improves the best validation error by under 5% "
+             "(runs of fewer than 5 epochs are not judged)")
+VALIDATION = "val_relative_l2"
+
+
+def improvement_of_last_fifth(validation: Sequence[float], fraction: float = FRACTION) -> float | None:
+    """How much the last ``fraction`` of the epochs (at least one) lowered the best validation error, relative to
+    the best before them; ``None`` for a history shorter than :data:`MIN_EPOCHS`."""
+    if len(validation) < MIN_EPOCHS:
+        return None
+    last = max(1, math.ceil(fraction * len(validation)))
+    before = min(validation[:-last])
+    return (before - min(validation)) / before
+
+
+def converged(validation: Sequence[float], fraction: float = FRACTION, tolerance: float = TOLERANCE) -> bool:
+    """Whether a validation history meets :data:`CRITERION`: its last fifth improves its best by under 5%."""
+    gain = improvement_of_last_fifth(validation, fraction)
+    return gain is not None and gain < tolerance
+
+
+def read_metrics(run: Path) -> dict[str, list[float]]:
+    """The columns ``epoch``, ``train_loss`` and the validation error of ``run/metrics.csv`` as floats."""
+    path = run / "metrics.csv"
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file; expected a run directory the trainer has written")
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    missing = [c for c in ("epoch", "train_loss", VALIDATION) if rows and c not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(missing)}; expected the trainer's metrics.csv")
+    return {column: [float(row[column]) for row in rows] for column in ("epoch", "train_loss", VALIDATION)}
+
+
+def summary(name: str, metrics: dict[str, list[float]]) -> dict[str, Any]:
+    """One run's row: its epochs, best epoch and validation error, the last fifth's improvement, converged."""
+    validation = metrics[VALIDATION]
+    if not validation:
+        return {"run": name, "epochs": 0, "best_epoch": None, "best_val": None, "last_fifth_gain": None,
+                "converged": False}
+    best = min(range(len(validation)), key=validation.__getitem__)
+    return {"run": name, "epochs": len(validation), "best_epoch": int(metrics["epoch"][best]),
+            "best_val": validation[best], "last_fifth_gain": improvement_of_last_fifth(validation),
+            "converged": converged(validation)}
+
+
+def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
+    """Training loss and validation error per epoch of every run, side by side on log axes, into ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (train, val) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, metrics in curves.items():
+        train.plot(metrics["epoch"], metrics["train_loss"], label=name)
+        val.plot(metrics["epoch"], metrics[VALIDATION], label=name)
+    for axis, title in ((train, "training loss"), (val, "validation relative L2")):
+        axis.set_yscale("log")
+        axis.set_xlabel("epoch")
+        axis.set_title(title)
+        axis.grid(True, which="both", alpha=0.3)
+    val.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The results markdown: the criterion, then one row per run."""
+    lines = [f"# Learning curves: {result['name']}", "", f"Criterion: {result['criterion']}.", "",
+             f"Curves: `{result['plot']}`. Command: `{result['command']}`.", "",
+             *table_head("run", "epochs", "best epoch", "best validation error", "last fifth's gain", "converged")]
+    for row in result["runs"]:
+        gain = "" if row["last_fifth_gain"] is None else f"{100 * row['last_fifth_gain']:.1f}%"
+        best = "" if row["best_val"] is None else f"{row['best_val']:.4g}"
+        lines.append(f"| {row['run']} | {row['epochs']} | {row['best_epoch'] or ''} | {best} | {gain} | "
+                     f"{verdict(row)} |")
+    return "\n".join(lines) + "\n"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """A row's converged column: yes, no, or "too short" (fewer than :data:`MIN_EPOCHS` epochs)."""
+    if row["last_fifth_gain"] is None:
+        return "too short"
+    return "yes" if row["converged"] else "no"
+
+
+def main() -> None:
+    parser = argument_parser(__doc__)
+    parser.add_argument("runs", nargs="+", help="run directories, each with its metrics.csv")
+    parser.add_argument("--name", default="curves", help="the results' name: NAME.json, NAME.md, NAME.png")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    curves = {}
+    for run in map(Path, args.runs):
+        label = run.name if run.name not in curves else f"{run.parent.name}/{run.name}"
+        try:
+            curves[label] = read_metrics(run)
+        except (ValueError, KeyError) as error:  # a missing file or column, a value that is not a number
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
+    image = Path(args.results) / f"{args.name}.png"
+    plot(curves, image)
+    result = {"name": args.name, "criterion": CRITERION, "plot": image.name,
+              "runs": [summary(name, metrics) for name, metrics in curves.items()]}
+    write_results(args.results, args.name, result, markdown, load_before)
+
+
+if __name__ == "__main__":
+    main()
