@@ -3,8 +3,8 @@ summary and plot of a run's metrics.csv."""
 
 import pytest
 
-from benchmarks.papers.curves import (CRITERION, converged, improvement_of_last_fifth, read_metrics, summary,
-                                      verdict)
+from benchmarks.papers.curves import (CRITERION, converged, improvement_of_last_fifth, planned_epochs, read_metrics,
+                                      summary, verdict)
 
 
 def test_the_last_fifth_is_judged_against_the_best_before_it():
@@ -34,6 +34,10 @@ def test_a_runs_summary_from_its_metrics_csv(tmp_path):
     assert (row["epochs"], row["best_epoch"], row["best_val"]) == (5, 5, 0.299)
     assert row["last_fifth_gain"] == pytest.approx(0.001 / 0.3) and row["converged"] and verdict(row) == "yes"
     assert verdict(summary("empty", {"epoch": [], "train_loss": [], "val_relative_l2": []})) == "too short"
+    # a run still short of its config's epochs is not judged, however flat its last fifth
+    (tmp_path / "config.yaml").write_text("train:\n  epochs: 100\n")
+    row = summary("run", read_metrics(tmp_path), planned_epochs(tmp_path))
+    assert (row["finished"], row["converged"], verdict(row)) == (False, False, "unfinished")
 
 
 def test_a_folder_without_metrics_is_one_line(tmp_path):

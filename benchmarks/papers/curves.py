@@ -4,7 +4,8 @@ best epoch, best validation error and whether it converged, into ``NAME.json`` a
 
 The criterion (:data:`CRITERION`): a run has converged when the last fifth of its epochs improves the best
 validation error by under 5%, i.e. ``(best before them - best overall) / best before them < 0.05``. A run of fewer
-than 5 epochs has no last fifth to judge by and is not called converged.
+than 5 epochs has no last fifth to judge by, and a run short of its config's ``train.epochs`` (still training) is
+judged only once finished; neither is called converged.
 
 Run from the repository root::
 
@@ -21,13 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmarks.harness import argument_parser, table_head, write_results
 
 FRACTION = 0.2
 TOLERANCE = 0.05
 MIN_EPOCHS = 5
 CRITERION = ("converged: the last fifth of the epochs improves the best validation error by under 5% "
-             "(runs of fewer than 5 epochs are not judged)")
+             "(a run still short of its config's epochs, or of 5 epochs, is not judged)")
 VALIDATION = "val_relative_l2"
 
 
@@ -60,16 +63,27 @@ def read_metrics(run: Path) -> dict[str, list[float]]:
     return {column: [float(row[column]) for row in rows] for column in ("epoch", "train_loss", VALIDATION)}
 
 
-def summary(name: str, metrics: dict[str, list[float]]) -> dict[str, Any]:
-    """One run's row: its epochs, best epoch and validation error, the last fifth's improvement, converged."""
+def planned_epochs(run: Path) -> int | None:
+    """The ``train.epochs`` of ``run/config.yaml``; ``None`` without one."""
+    path = run / "config.yaml"
+    if not path.is_file():
+        return None
+    config = yaml.safe_load(path.read_text()) or {}
+    return (config.get("train") or {}).get("epochs")
+
+
+def summary(name: str, metrics: dict[str, list[float]], planned: int | None = None) -> dict[str, Any]:
+    """One run's row: its epochs (of ``planned``), best epoch and validation error, the last fifth's improvement,
+    and whether it converged (never while it is short of ``planned``)."""
     validation = metrics[VALIDATION]
+    finished = planned is None or len(validation) >= planned
     if not validation:
-        return {"run": name, "epochs": 0, "best_epoch": None, "best_val": None, "last_fifth_gain": None,
-                "converged": False}
+        return {"run": name, "epochs": 0, "planned_epochs": planned, "best_epoch": None, "best_val": None,
+                "last_fifth_gain": None, "finished": finished, "converged": False}
     best = min(range(len(validation)), key=validation.__getitem__)
-    return {"run": name, "epochs": len(validation), "best_epoch": int(metrics["epoch"][best]),
-            "best_val": validation[best], "last_fifth_gain": improvement_of_last_fifth(validation),
-            "converged": converged(validation)}
+    return {"run": name, "epochs": len(validation), "planned_epochs": planned,
+            "best_epoch": int(metrics["epoch"][best]), "best_val": validation[best], "last_fifth_gain": improvement_of_last_fifth(validation),
+            "finished": finished, "converged": finished and converged(validation)}
 
 
 def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
@@ -103,13 +117,17 @@ def markdown(result: dict[str, Any]) -> str:
     for row in result["runs"]:
         gain = "" if row["last_fifth_gain"] is None else f"{100 * row['last_fifth_gain']:.1f}%"
         best = "" if row["best_val"] is None else f"{row['best_val']:.4g}"
-        lines.append(f"| {row['run']} | {row['epochs']} | {row['best_epoch'] or ''} | {best} | {gain} | "
+        epochs = row["epochs"] if row["planned_epochs"] is None else f"{row['epochs']}/{row['planned_epochs']}"
+        lines.append(f"| {row['run']} | {epochs} | {row['best_epoch'] or ''} | {best} | {gain} | "
                      f"{verdict(row)} |")
     return "\n".join(lines) + "\n"
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """A row's converged column: yes, no, or "too short" (fewer than :data:`MIN_EPOCHS` epochs)."""
+    """A row's converged column: yes, no, "unfinished" (short of its planned epochs) or "too short" (fewer than
+    :data:`MIN_EPOCHS` epochs)."""
+    if not row["finished"]:
+        return "unfinished"
     if row["last_fifth_gain"] is None:
         return "too short"
     return "yes" if row["converged"] else "no"
@@ -121,18 +139,18 @@ def main() -> None:
     parser.add_argument("--name", default="curves", help="the results' name: NAME.json, NAME.md, NAME.png")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    curves = {}
+    curves, planned = {}, {}
     for run in map(Path, args.runs):
         label = run.name if run.name not in curves else f"{run.parent.name}/{run.name}"
         try:
-            curves[label] = read_metrics(run)
-        except (ValueError, KeyError) as error:  # a missing file or column, a value that is not a number
+            curves[label], planned[label] = read_metrics(run), planned_epochs(run)
+        except (ValueError, KeyError, yaml.YAMLError) as error:  # a missing file or column, a bad value
             print(f"error: {error}", file=sys.stderr)
             sys.exit(2)
     image = Path(args.results) / f"{args.name}.png"
     plot(curves, image)
     result = {"name": args.name, "criterion": CRITERION, "plot": image.name,
-              "runs": [summary(name, metrics) for name, metrics in curves.items()]}
+              "runs": [summary(name, metrics, planned[name]) for name, metrics in curves.items()]}
     write_results(args.results, args.name, result, markdown, load_before)
 
 
