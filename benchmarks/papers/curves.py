@@ -82,8 +82,9 @@ def summary(name: str, metrics: dict[str, list[float]], planned: int | None = No
                 "last_fifth_gain": None, "finished": finished, "converged": False}
     best = min(range(len(validation)), key=validation.__getitem__)
     return {"run": name, "epochs": len(validation), "planned_epochs": planned,
-            "best_epoch": int(metrics["epoch"][best]), "best_val": validation[best], "last_fifth_gain": improvement_of_last_fifth(validation),
-            "finished": finished, "converged": finished and converged(validation)}
+            "best_epoch": int(metrics["epoch"][best]), "best_val": validation[best],
+            "last_fifth_gain": improvement_of_last_fifth(validation), "finished": finished,
+            "converged": finished and converged(validation)}
 
 
 def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
