@@ -217,11 +217,11 @@ row_turbulence32() {
 }
 
 row_dpot_ti() {
-  local n=80 res=64 split="--set data.n_train=60 --set data.n_val=10 --set data.n_test=10" windows=2000
+  local n=80 res=64 split="--set data.n_train=60 --set data.n_val=10 --set data.n_test=10" windows=2000 tuned=""
   local held_out=(nu=1e-4 t_final=30 solve_resolution=128 dt=0.005)
   if [ "$SMALL" = 1 ]; then
     n=14 res=32 split="--set data.n_train=10 --set data.n_val=2 --set data.n_test=2" held_out=(nu=1e-3 t_final=22)
-    windows=4
+    windows=4 tuned="--set data.n_train=2 --set data.n_val=2 --set data.n_test=2"
   fi
   step dpot_ti generate_a 300 $PY "$GENERATE" navier-stokes "$DATA/ns_1e-3.h5" $n resolution=$res nu=1e-3 \
     t_final=30 || return 1
@@ -233,8 +233,9 @@ row_dpot_ti() {
     --set "data.mixture=$mixture" --set data.resolution=128 $split --set data.windows_per_epoch=$windows \
     --set train.epochs=${DPOT_EPOCHS:-10}
   local pretrained=$?
-  local common=(--set model.preset=dpot_ti --set data.path="$DATA/ns_held_out.h5" --set data.resolution=128
-                --set rollout.time_stride=1 --set train.epochs=${FINETUNE_EPOCHS:-20} $split)
+  # fine-tuned on the held-out data's own grid: the pre-trained positional embedding is resampled to it
+  local common=(--set model.preset=dpot_ti --set data.path="$DATA/ns_held_out.h5" --set model.grid_size=$res
+                --set rollout.time_stride=1 --set train.epochs=${FINETUNE_EPOCHS:-20} $split $tuned)
   train dpot_ti dpot_ti_finetune configs/kolmogorov/dpot_micro_finetune.yaml "${common[@]}" \
     --set init.checkpoint="$WORK/runs/dpot_ti_pretrain" & local pf=$!
   train dpot_ti dpot_ti_scratch configs/kolmogorov/dpot_micro_finetune.yaml "${common[@]}" --set 'init={}' &
