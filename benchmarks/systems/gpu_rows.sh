@@ -113,6 +113,7 @@ train() {  # train ROW RUN CONFIG [--set ...]: train (or resume) RUN for at most
   if [ -f "$dir/last.pt" ]; then
     step "$row" "train_$run" "$TRAIN_S" $PY -m opformer train --resume "$dir" --device "$DEVICE"
   else
+    rm -rf "$dir"  # a run stopped before its first epoch ended has nothing to resume
     step "$row" "train_$run" "$TRAIN_S" $PY -m opformer train "$config" --out "$dir" --device "$DEVICE" "$@" $SETS
   fi
   local rc=$?
@@ -189,7 +190,7 @@ row_darcy141() {
   local res=141; [ "$SMALL" = 1 ] && res=29
   train darcy141 darcy_gt_141 configs/darcy/gt_141.yaml --set data.path="$DARCY" --set data.resolution=$res \
     $DARCY_SPLIT >&2
-  local state; state=$(status $?)
+  local rc=$? state; state=$(status $rc)
   evaluate darcy141 darcy_gt_141
   finish darcy141 "$state" darcy_gt_141
 }
@@ -254,7 +255,7 @@ row_inverse_darcy141() {
   # (docs/papers/galerkin-transformer.md, "Darcy flow")
   train inverse_darcy141 inverse_gt_141 configs/darcy_inverse/gt_141.yaml --set data.path="$DARCY" \
     --set data.resolution=$res --set data.target_resolution=$coarse --set optim.lr=2.5e-4 $DARCY_SPLIT >&2
-  local state; state=$(status $?)
+  local rc=$? state; state=$(status $rc)
   evaluate inverse_darcy141 inverse_gt_141
   finish inverse_darcy141 "$state" inverse_gt_141
 }
