@@ -1,6 +1,8 @@
 """The README: its first screen orients (a short pitch, the two commands first, the models and data tables, then
-the Python API), its tables render as tables with every row the header's width, the paths it names exist, and
-its Python snippet runs as written (on a run made the way `make demo` makes it, shrunk)."""
+the Python API), its tables render as tables with every row the header's width, the paths it names exist, its
+Python snippet runs as written (on a run made the way `make demo` makes it, shrunk), and every figure of its
+Results section is one of the results files it cites (the paper's figures: one of the ledgers', docs/papers/),
+whose counts of verdicts it quotes."""
 
 import re
 from pathlib import Path
@@ -65,7 +67,9 @@ def test_the_first_screen_is_a_short_pitch_the_commands_then_models_data_and_the
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     order = ["The models", "The data", "The command", "The Python API", "Results"]
     assert [h for h in headings if h in order] == order
-    assert "docs/reproducing.md" in README.read_text().split("## Results", 1)[1].split("\n## ", 1)[0]
+    results = README.read_text().split("## Results", 1)[1].split("\n## ", 1)[0]
+    for ledger in LEDGERS:
+        assert f"docs/papers/{ledger}" in results
 
 
 def test_every_table_renders_with_rows_as_wide_as_its_header():
@@ -120,3 +124,102 @@ def test_the_python_api_snippet_runs_as_written(tmp_path, monkeypatch, toy_write
     assert scope["u"].shape == (4, 1024, 1) and scope["prediction"].shape == (4, 1024, 1)
     assert sum(p.numel() for p in scope["model"].parameters()) == 530_305
     assert "gt_burgers" in scope["PRESETS"]
+
+
+# The Results section against the results files and the ledgers.
+
+LEDGERS = ("galerkin-transformer.md", "factformer.md", "dpot.md")
+VERDICTS = ("reproduced", "direction reproduced", "not reproduced", "not run", "GPU script ready, not run")
+#: a figure: digits with thousands commas, decimals and an exponent, not part of a word or a name (``FNO2d``,
+#: ``3D``, ``x86_64``, ``^3``); a trailing ``x`` (a ratio) or ``%`` may follow
+NUMBER = re.compile(r"(?<![\w.^])\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?!\d|\.\d|[A-Za-wyz_])")
+CITED = re.compile(r"(?:benchmarks/results|docs/papers)/[\w./-]+\.(?:md|json)")
+
+
+def figures(text: str) -> list[str]:
+    """The figures of a piece of the README as written: code spans, link targets and the names of the papers'
+    tables, figures and examples ("Table 2a") left out."""
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"\b(?:Tables?|Figures?|Examples?) \d+(?:\.\d+)?[a-z]?", " ", text)
+    return NUMBER.findall(text)
+
+
+def file_figures(paths: list[str]) -> set[str]:
+    """Every figure written in the files ``paths`` (and in the JSON beside a markdown results file)."""
+    found: set[str] = set()
+    for path in paths:
+        for name in {path, path[:-3] + ".json"} if path.startswith("benchmarks/results/") else {path}:
+            if (ROOT / name).is_file():
+                found.update(NUMBER.findall((ROOT / name).read_text()))
+    return found
+
+
+def results_blocks() -> list[tuple[str, object]]:
+    """The Results section's blocks in order: ``("paragraph", text)`` and ``("table", table)``."""
+    tokens, blocks, inside = parse(), [], False
+    lines = {tuple(t["lines"]): t for t in tables()}
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag == "h2":
+            inside = tokens[i + 1].content == "Results"
+        elif inside and token.type == "paragraph_open" and token.level == 0:
+            blocks.append(("paragraph", tokens[i + 1].content))
+        elif inside and token.type == "table_open":
+            blocks.append(("table", lines[tuple(token.map)]))
+    return blocks
+
+
+def stale(text: str, sources: list[str]) -> list[str]:
+    """The figures of ``text`` that none of ``sources`` holds (or all of them when it cites none)."""
+    known = file_figures(sources)
+    return [f for f in figures(text) if f not in known]
+
+
+def test_every_figure_of_the_results_section_is_in_the_file_it_cites():
+    blocks, missing, last_paragraph = results_blocks(), [], ""
+    assert len([b for b in blocks if b[0] == "table"]) >= 3
+    for kind, block in blocks:
+        if kind == "paragraph":
+            cited = CITED.findall(block)
+            missing += [(f, cited, block[:60]) for f in stale(block, cited)]
+            last_paragraph = block
+            continue
+        header = block["header"]
+        ledgers = [c for c in CITED.findall(last_paragraph) if c.startswith("docs/papers/")]
+        assert ledgers, f"the paragraph before the table {header} links no ledger"
+        for row in block["rows"]:
+            cited = CITED.findall(row[header.index("results")])
+            assert cited, f"the row {row[0]!r} cites no results file"
+            for column, cell in zip(header, row):
+                sources = ledgers if column == "paper" else cited
+                missing += [(f, sources, row[0]) for f in stale(cell, sources)]
+    assert missing == [], "figures of the README not in the files they cite: " + repr(missing)
+
+
+def ledger_counts(name: str) -> tuple[dict[str, int], str]:
+    """A ledger's verdicts counted over its tables' rows (the last column, "verdict"), and the line it states."""
+    text = (ROOT / "docs" / "papers" / name).read_text()
+    counts, in_table = dict.fromkeys(VERDICTS, 0), False
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|"):
+            in_table = False
+        elif cells[-1] == "verdict":
+            in_table = True
+        elif in_table and not set(line.strip()) <= set("|-"):
+            kind = max((v for v in VERDICTS if cells[-1].startswith(v)), key=len, default=None)
+            assert kind, f"docs/papers/{name}: row {cells[0]!r} has no verdict: {cells[-1]!r}"
+            counts[kind] += 1
+    stated = re.search(r"\*\*Verdicts: (.*?)\s+\((\d+) rows\)\.\*\*", text, flags=re.S)
+    assert stated, f"docs/papers/{name}: no line of verdicts at the top"
+    assert int(stated.group(2)) == sum(counts.values()), f"docs/papers/{name}: rows"
+    return counts, " ".join(stated.group(1).split())
+
+
+def test_each_ledger_states_its_count_of_verdicts_and_the_readme_quotes_it():
+    results = " ".join(README.read_text().split("## Results", 1)[1].split("\n## ", 1)[0].split())
+    for name in LEDGERS:
+        counts, stated = ledger_counts(name)
+        assert stated == ", ".join(f"{n} {verdict}" for verdict, n in counts.items()), name
+        assert sum(counts.values()) > 20 and counts["reproduced"] > 0
+        assert f"its verdicts: {stated}" in results, name
