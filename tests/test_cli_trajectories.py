@@ -53,7 +53,7 @@ SOLVE_RESOLUTION_USERS = "--solve-resolution: only used by navier-stokes, kolmog
     (["kolmogorov", "--resolution", "16", "--solve-resolution", "24"], "--solve-resolution 24: expected a multiple"),
     (["turbulence3d", "--solve-resolution", "64"], SOLVE_RESOLUTION_USERS),
     (["burgers", "--solve-resolution", "64"], SOLVE_RESOLUTION_USERS),
-    (["darcy", "--t-final", "2"], "--t-final: only used by navier-stokes, kolmogorov, turbulence3d"),
+    (["darcy", "--t-final", "2"], "--t-final: only used by burgers, navier-stokes, kolmogorov, turbulence3d"),
 ])
 def test_solver_grid_and_time_flags_are_checked(capsys, tmp_path, argv, needle):
     code = main(["generate", argv[0], "--samples", "1", "--out", str(tmp_path / "d.h5"), *argv[1:]])

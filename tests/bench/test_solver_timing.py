@@ -44,10 +44,12 @@ def test_every_case_is_a_registry_pde_with_existing_presets_named_in_the_help():
 
 
 def test_solver_keywords_are_the_registry_defaults_with_the_threads_and_the_rolled_out_span():
-    assert solver_keywords("darcy", 3) == {"resolution": 421, "workers": 3}
-    assert solver_keywords("burgers", 2) == {"resolution": 8192, "viscosity": 0.1 / (2 * np.pi), "workers": 2}
-    assert solver_keywords("kolmogorov", 1) == {"resolution": 64, "t_final": 1.0, "solve_resolution": 256,
-                                                "spinup": 0.0, "workers": 1}
+    assert solver_keywords("darcy", 3) == {"resolution": 421, "workers": 3, "a_high": 12.0, "a_low": 3.0, "tau": 3.0}
+    assert solver_keywords("burgers", 2) == {"resolution": 8192, "viscosity": 0.1 / (2 * np.pi), "t_final": 1.0,
+                                             "dt": 1e-3, "workers": 2}
+    assert solver_keywords("kolmogorov", 1) == {"resolution": 64, "reynolds": 1000.0, "drag": 0.1, "t_final": 1.0,
+                                                "frame_dt": 0.0625, "spinup": 0.0, "solve_resolution": 256,
+                                                "dt": None, "workers": 1}
     assert solver_keywords("navier-stokes", 2)["t_final"] == 40.0
 
 
@@ -97,8 +99,8 @@ def test_solver_seconds_per_sample_on_a_fake_timer(monkeypatch, durations, runs,
     assert timed["seconds_per_sample"] == pytest.approx(median / 100)  # its batch of 50 per worker
     assert timed["cpu_seconds_per_sample"] == pytest.approx(median / 400)
     assert timed["frames"] == 40 and timed["samples"] == 100
-    assert calls[0] == {"samples": 100, "resolution": 64, "nu": 1e-3, "t_final": 40.0, "solve_resolution": None,
-                        "dt": None, "workers": 2}
+    assert calls[0] == {"samples": 100, "resolution": 64, "nu": 1e-3, "t_final": 40.0, "frame_dt": 1.0,
+                        "solve_resolution": None, "dt": None, "workers": 2}
 
 
 def test_solver_processor_time_counts_the_finished_worker_processes():
