@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import opformer
-from conftest import write_toy_heat
+from tests.toy_data import write_toy_heat
 from opformer.config import config_from_dict
 from opformer.data.store import read_info, write_trajectory_dataset
 from opformer.errors import DataError
@@ -117,7 +117,7 @@ def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
 
 @pytest.fixture(scope="module")
 def mixture_run(tmp_path_factory):
-    from conftest import tiny_mixture_config, write_toy_member
+    from tests.toy_data import tiny_mixture_config, write_toy_member
 
     base = tmp_path_factory.mktemp("mixture")
     members = [write_toy_member(base / "a.h5"), write_toy_member(base / "b.h5", n=32, channels=2, grid="cells",
@@ -170,7 +170,7 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
 
 @pytest.fixture(scope="module")
 def operator_run(tmp_path_factory):
-    from conftest import tiny_run_config, write_toy_burgers
+    from tests.toy_data import tiny_run_config, write_toy_burgers
 
     base = tmp_path_factory.mktemp("operator")
     data = write_toy_burgers(base / "toy.h5")

@@ -16,7 +16,7 @@ from opformer.cli import main
 from opformer.errors import ConfigError
 from opformer.imports import hub
 from opformer.runs import load_run_config
-from test_cli import one_line_error as single_line, run_cli
+from tests.cli.test_cli import one_line_error as single_line, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -223,7 +223,7 @@ def dpot_run(tmp_path):
 
 
 def test_an_imported_dpot_is_evaluated_on_a_member_padded_and_resized(tmp_path, capsys, dpot_run):
-    from conftest import write_toy_heat
+    from tests.toy_data import write_toy_heat
     from opformer.data.resize import resize
     from opformer.eval.members import imported_member, member_rollout
 

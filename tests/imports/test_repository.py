@@ -26,7 +26,7 @@ from opformer.runs import load_checkpoint, load_checkpoint_surrogate, load_run_c
 from opformer.train.transfer import initialize
 from opformer.train.trainer import train
 
-from test_hub import COMMIT, cache_file, offline_cache, one_line_error  # noqa: F401 (a fixture)
+from tests.imports.test_hub import COMMIT, cache_file, offline_cache, one_line_error  # noqa: F401 (a fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -34,7 +34,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny trained 2D run with pointwise normalisers (non-trivial statistics) and a Dirichlet output."""
-    from conftest import tiny_darcy_config, write_toy_darcy
+    from tests.toy_data import tiny_darcy_config, write_toy_darcy
 
     folder = tmp_path_factory.mktemp("trained")
     data = write_toy_darcy(folder / "darcy.h5")

@@ -134,7 +134,7 @@ def _launch(tmp_path, args, processes=1, timeout=120, **env):
 def reference(tmp_path_factory):
     """A 1-process float64 run of 2 epochs on 9 samples with batch 4 (an uneven last batch: 4, 4, 1) and input
     noise, and its config file (shared by the tests of this module)."""
-    from conftest import tiny_run_config, write_toy_burgers
+    from tests.toy_data import tiny_run_config, write_toy_burgers
 
     folder = tmp_path_factory.mktemp("ddp")
     data = write_toy_burgers(folder / "toy.h5")

@@ -21,7 +21,7 @@ from opformer.trust.calibration import (CALIBRATION, Calibration, Scores, bounds
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.scores import local_scale, point_level
 from opformer.trust.shift import roughness
-from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
 
 CPU = torch.device("cpu")
 
@@ -119,7 +119,7 @@ def test_a_rollout_is_calibrated_per_frame(heat_run):
 
 
 def test_the_cli_calibrates_and_refuses_train_in_one_line(capsys, operator_run):
-    from test_cli import one_line_error, run_cli
+    from tests.cli.test_cli import one_line_error, run_cli
 
     run, _ = operator_run
     code, out, _ = run_cli(capsys, "calibrate", run, "--coverage", "0.5,0.9", "--device", "cpu")

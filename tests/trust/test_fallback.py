@@ -16,7 +16,7 @@ from opformer.pde.resolve import resolve_operator, resolve_trajectory
 from opformer.train.trainer import train
 from opformer.trust.calibration import calibrate_run
 from opformer.trust.fallback import REPORT_SUFFIX, to_solver
-from test_cli import one_line_error, run_cli
+from tests.cli.test_cli import one_line_error, run_cli
 
 
 def test_samples_go_to_the_solver_when_a_bound_exceeds_the_tolerance_or_is_not_guaranteed():

@@ -13,8 +13,8 @@ from opformer.data.pairs import load_split
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError
 from opformer.trust.calibration import calibrate_run, load_calibration
-from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
-from test_cli import one_line_error, run_cli
+from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+from tests.cli.test_cli import one_line_error, run_cli
 
 
 def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_path):
