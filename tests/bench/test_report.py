@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from opformer.bench.report import GIB, _bench_figure, plot_bench
 
 
@@ -17,6 +19,7 @@ REPORT = {
 }
 
 
+@pytest.mark.slow
 def test_resolution_axes_tick_at_the_measured_resolutions():
     figure = _bench_figure(REPORT)
     try:

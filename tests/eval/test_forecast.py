@@ -39,6 +39,7 @@ def heat_run(tmp_path_factory):
     return base / "run", heat
 
 
+@pytest.mark.slow
 def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
     run, heat = heat_run
     forecaster = opformer.load_surrogate(run, device="cpu")  # the top-level loader: this one, calibration attached
@@ -79,6 +80,7 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
         np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
 
 
+@pytest.mark.slow
 def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5", frames=13)
     train(config_from_dict(trajectory_config(heat, time_stride=2)), tmp_path / "run")
@@ -97,6 +99,7 @@ def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
                            forecaster.rollout(torch.from_numpy(g["fields"][:, 8::2]), 2))
 
 
+@pytest.mark.slow
 def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5")
     config = trajectory_config(heat, t_out=2, strategy="latent_marching", eval_frames=5)
@@ -144,6 +147,7 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
     assert forecaster.validated_frames(members[1]) == 4 == forecaster.validated_frames(name="b")  # after t_in
 
 
+@pytest.mark.slow
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     from opformer.eval.members import imported_member, member_rollout
     from opformer.imports import import_run
@@ -178,6 +182,7 @@ def operator_run(tmp_path_factory):
     return base / "run", data
 
 
+@pytest.mark.slow
 def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
     run, data = operator_run
     forecaster = load_forecaster(run, device="cpu")
@@ -224,6 +229,7 @@ def test_arrays_of_the_wrong_shape_are_one_line_and_write_nothing(operator_run, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
 
 
+@pytest.mark.slow
 def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat_run, tmp_path, capsys):
     from opformer.cli import main
 
@@ -260,6 +266,7 @@ def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat
     assert np.load(tmp_path / "f.npy").shape == (10, 2, 16, 16, 1)
 
 
+@pytest.mark.slow
 def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run, tmp_path, monkeypatch, edit_h5,
                                                                       capsys):
     from opformer.cli import main

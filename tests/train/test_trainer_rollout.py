@@ -24,6 +24,7 @@ def rollout_config(path, **rollout):
             "rollout": {"t_in": 3, "t_out": 1, **rollout}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rollout", [{"strategy": "one_step"},
                                      {"strategy": "pushforward", "unroll_steps": 3, "noise": 0.01},
                                      {"strategy": "unroll", "unroll_steps": 3, "curriculum_epochs": 4,

@@ -17,6 +17,7 @@ from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixture
 from tests.cli.test_cli import one_line_error, run_cli
 
 
+@pytest.mark.slow
 def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_path):
     run, data = operator_run
     (run / "calibration.pt").unlink(missing_ok=True)
@@ -84,6 +85,7 @@ def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, he
         opformer.load_surrogate(run, device="cpu").bounds(frames[:, :3], forecast, 0.75)
 
 
+@pytest.mark.slow
 def test_plot_draws_the_band_of_1d_predictions_and_the_bound_of_rollouts(capsys, operator_run, heat_run, tmp_path,
                                                                           monkeypatch):
     from opformer.eval import plots
