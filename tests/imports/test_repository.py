@@ -48,6 +48,7 @@ def predictions(run, data):
         return surrogate(torch.from_numpy(read_arrays(data, slice(None))[0]).float())
 
 
+@pytest.mark.slow
 def test_export_then_import_gives_the_runs_predictions_bit_for_bit(trained, tmp_path, capsys):
     run, data = trained
     exported, imported = tmp_path / "shared", tmp_path / "imported"

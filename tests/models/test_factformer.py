@@ -235,6 +235,7 @@ def _advection_windows(n_samples: int, n: int, t_in: int, t_out: int, seed: int)
     return u[..., :t_in, :], u[..., t_in:, :]
 
 
+@pytest.mark.slow
 def test_learns_tiny_advection_problem():
     torch.manual_seed(0)
     x_train, y_train = _advection_windows(16, 16, 2, 2, seed=1)

@@ -80,6 +80,7 @@ def test_a_2d_checkpoint_on_3d_data_is_an_error(tmp_path, heat_file):
         evaluate_run(run, cube, [None])
 
 
+@pytest.mark.slow
 def test_plot_of_a_trajectory_run_writes_error_curve_frames_and_gif(tmp_path, heat_file):
     from opformer.eval.report import plot_run
 

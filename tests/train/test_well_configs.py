@@ -31,6 +31,7 @@ def tiny_trl(tmp_path_factory):
     return convert_file("the-well", [source], folder / "trl.h5")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_config_takes_a_training_step_on_a_tiny_well_file(path, tiny_trl, tmp_path):
     config = load_config(path, [f"data.path={tiny_trl}", "data.n_train=2", "data.n_val=1", "data.n_test=1",
