@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-dpot test docs clean
+.PHONY: demo demo-dpot test test-fast docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo-dpot: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+# The tests not marked slow: a check of a minute or so while working.
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow"
 
 $(VENV)/.docs-installed: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[docs]'

@@ -131,6 +131,7 @@ def test_ranges_hold_on_2d_model_dropouts_and_leave_null_and_bounds_valid():
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[f"{p.parent.name}/{p.name}" for p in CONFIGS])
 def test_every_shipped_config_is_valid_and_builds_its_model(path):
     from opformer.models import build_model
@@ -152,6 +153,7 @@ def test_every_shipped_config_is_valid_and_builds_its_model(path):
 SMOKE3D_64 = sorted((Path(__file__).resolve().parents[1] / "configs" / "factformer").glob("smoke3d_64_*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SMOKE3D_64, ids=[p.stem for p in SMOKE3D_64])
 def test_the_64_cubed_smoke3d_recipes_take_a_training_step_on_a_tiny_box(path):
     # The paper-size Table 3 recipes (GPU runs): closed-domain models of d, u, v, w that step on any box; a

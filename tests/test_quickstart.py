@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from opformer.quickstart import burgers as job
 from opformer.config import config_from_dict
 from opformer.models.registry import preset
@@ -15,6 +17,7 @@ def test_the_default_config_is_the_papers_burgers_model_on_the_quickstart_grid()
     assert job.STORED % job.TRAINED == 0  # the zero-shot grid is a refinement of the training one
 
 
+@pytest.mark.slow
 def test_quickstart_end_to_end_then_resumes_without_redoing_anything(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(job, "SAMPLES", {"n_train": 8, "n_val": 4, "n_test": 4})
     monkeypatch.setattr(job, "STORED", 64)

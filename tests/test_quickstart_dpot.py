@@ -70,6 +70,7 @@ def persistence_by_hand(path, sample: int, stride: int) -> float:
     return float(np.sqrt(((last - truth) ** 2).sum(axis=(0, 1, 2)) / (truth ** 2).sum(axis=(0, 1, 2))).mean())
 
 
+@pytest.mark.slow
 def test_quickstart_dpot_end_to_end_then_resumes_without_redoing_anything(tmp_path, tiny, capsys):
     out = tmp_path / "qs"
     assert main(["quickstart", "dpot", "--out", str(out), "--device", "cpu", "--seed", "3"]) == 0

@@ -33,6 +33,7 @@ def heap_use(mode: str) -> tuple[int, int, int]:
     return inside, grown, after_free
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 def test_large_tensor_is_served_from_the_heap_and_kept_after_free() -> None:
     assert heap_use("default")[0] == 0  # glibc maps it separately and unmaps it when freed
@@ -54,6 +55,7 @@ print(before - kept, int(release_freed_memory()), kept - resident())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
 def test_released_memory_leaves_the_resident_set() -> None:
     out = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, check=True)

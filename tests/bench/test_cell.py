@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from opformer.bench.cell import run_cell
 
 
+@pytest.mark.slow
 def test_cell_tensor_peak_counts_the_weights_and_adam_state():
     spec = {"preset": "gt_burgers", "implementation": "opformer", "resolution": 16, "batch": 1, "mode": "forward",
             "repeats": 1, "warmup": 0, "threads": 1, "device": "cpu"}

@@ -13,6 +13,7 @@ from opformer.bench.flops import count_flops, product_share
 from opformer.nn.attention import SimpleAttention
 
 
+@pytest.mark.slow
 def test_linear_layer_flops_match_formula():
     b, n, c_in, c_out = 3, 17, 5, 7
     layer = nn.Linear(c_in, c_out)

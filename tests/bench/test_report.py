@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from opformer.bench.report import GIB, _bench_figure, plot_bench
 
 
@@ -17,6 +19,7 @@ REPORT = {
 }
 
 
+@pytest.mark.slow
 def test_resolution_axes_tick_at_the_measured_resolutions():
     figure = _bench_figure(REPORT)
     try:
@@ -38,6 +41,7 @@ def test_resolution_axes_tick_at_the_measured_resolutions():
         plt.close(figure)
 
 
+@pytest.mark.slow
 def test_plot_is_written_whole_and_no_temporary_is_left(tmp_path):
     path = plot_bench(REPORT, Path(tmp_path) / "bench.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

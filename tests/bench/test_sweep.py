@@ -23,6 +23,7 @@ CELL_FIELDS = {"model", "implementation", "resolution", "batch", "mode", "status
 TINY = ["--batch", "1", "--repeats", "2", "--warmup", "0", "--threads", "1"]
 
 
+@pytest.mark.slow
 def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     out = tmp_path / "b"
     code = main(["bench", "--models", "gt_burgers", "--resolutions", "16,32", *TINY, "--json", f"{out}.json",
@@ -49,6 +50,7 @@ def test_bench_writes_json_markdown_and_plot_with_every_field(tmp_path, capsys):
     assert not list(tmp_path.glob(".*.tmp"))  # written via temporary names and renamed
 
 
+@pytest.mark.slow
 def test_cell_over_the_time_budget_is_stopped_and_marked(tmp_path, capsys):
     code = main(["bench", "--models", "gt_burgers", "--resolutions", "16", *TINY, "--time-budget", "0.2",
                  "--json", str(tmp_path / "b.json")])
@@ -110,6 +112,7 @@ def _cells(pid: int) -> list[int]:
     return cells
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
 @pytest.mark.parametrize("attempt", range(3))
 def test_terminated_bench_stops_its_cell_process(tmp_path, attempt):

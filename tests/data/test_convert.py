@@ -19,6 +19,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_fno_mat_converts_in_chunks(capsys, tmp_path, monkeypatch):
     u = np.random.default_rng(0).normal(size=(5, 4, 3, 6)).astype(np.float32)
     a = np.random.default_rng(1).normal(size=(5, 4, 3)).astype(np.float32)
@@ -120,6 +121,7 @@ def test_converted_pdebench_cells_coarsen_to_cell_means(tmp_path, layouts):
     np.testing.assert_allclose(coarse, means, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"M", b"these are not the data you are looking for\n"])
 def test_tiny_mat_files_are_one_line_errors(capsys, tmp_path, content):
     (tmp_path / "tiny.mat").write_bytes(content)
@@ -128,6 +130,7 @@ def test_tiny_mat_files_are_one_line_errors(capsys, tmp_path, content):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.mat"]
 
 
+@pytest.mark.slow
 def test_fno_times_and_dr_axes_are_the_files(tmp_path, layouts):
     u = np.random.default_rng(0).normal(size=(2, 4, 3, 4)).astype(np.float32)
     path = layouts.fno_v5(tmp_path / "ns.mat", u, u[..., 0], 0.25 * np.arange(1, 5, dtype=np.float32)[None])

@@ -17,6 +17,7 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_chunked_generation_equals_one_call_and_cleans_up(tmp_path):
     path = generate_file(out=tmp_path / "ns.h5", chunk=2, **ARGS)
     whole, settings = generate_fno_nu(5, 1e-3, resolution=16, t_final=2.0)
@@ -25,6 +26,7 @@ def test_chunked_generation_equals_one_call_and_cleans_up(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ns.h5"]  # no chunk folder left
 
 
+@pytest.mark.slow
 def test_interrupted_generation_resumes_from_its_chunks(tmp_path):
     out = tmp_path / "ns.h5"
     calls = []

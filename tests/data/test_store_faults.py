@@ -48,6 +48,7 @@ def _same(a, b):
     return all((x is None and y is None) or np.array_equal(x, y) for x, y in zip(a, b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["flip", "zero", "truncate"])
 def test_every_corruption_reads_exactly_or_is_one_data_error(tmp_path, fault):
     outcomes = {"same": 0, "error": 0, "named": 0}

@@ -82,6 +82,7 @@ def _same_run(run, reference):
         assert torch.equal(value, want[key]), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_streaming_run_trains_the_model_of_a_run_held_in_memory(tmp_path, darcy_file, darcy_config, heat_file,
                                                                    mixture_config, toy_mixture, workers):

@@ -50,6 +50,7 @@ def direct(run, path, samples, split, frames, channels):
     return float(model.mean()), float(ratios.mean(dim=1).mean()), per_frame.mean(dim=0).tolist()
 
 
+@pytest.mark.slow
 def test_each_member_is_evaluated_on_its_stored_grid_as_a_direct_computation(mixture_run, toy_mixture, tmp_path,
                                                                              capsys):
     rows = evaluate_mixture(mixture_run, device="cpu")
@@ -88,6 +89,7 @@ def test_paper_lengths_by_member_name():
                                       "dr", "swe", "smoke", "smoke_conditioned")] == [10, 20, 20, 11, 11, 91, 91, 4, 46]
 
 
+@pytest.mark.slow
 def test_plot_writes_a_rollout_figure_per_member(mixture_run, tmp_path, capsys):
     out = tmp_path / "plots"
     assert main(["plot", str(mixture_run), "--out", str(out), "--device", "cpu"]) == 0
@@ -95,6 +97,7 @@ def test_plot_writes_a_rollout_figure_per_member(mixture_run, tmp_path, capsys):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in out.iterdir())
 
 
+@pytest.mark.slow
 def test_a_member_s_time_stride_and_the_run_s_eval_frames_reach_evaluation_and_plots(tmp_path, toy_mixture,
                                                                                      monkeypatch):
     from opformer.eval import run_plots

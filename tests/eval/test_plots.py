@@ -55,6 +55,7 @@ def test_loss_curves_draw_the_metrics_file(tmp_path, figures):
     _assert_laid_out(fig)
 
 
+@pytest.mark.slow
 def test_1d_rows_show_each_samples_relative_error_and_its_pointwise_error(tmp_path, figures):
     targets = torch.tensor([[3.0, 4.0], [1.0, 0.0]])[..., None]
     preds = torch.tensor([[3.0, 5.0], [1.0, 1.5]])[..., None]  # errors 1/5 and 1.5/1
@@ -72,6 +73,7 @@ def test_1d_rows_show_each_samples_relative_error_and_its_pointwise_error(tmp_pa
     _assert_laid_out(fig)
 
 
+@pytest.mark.slow
 def test_2d_truth_and_prediction_share_one_colour_scale_and_the_error_is_the_absolute_difference(tmp_path, figures):
     targets = torch.arange(6.0).reshape(1, 2, 3, 1) + 1
     preds = targets.clone()
@@ -93,6 +95,7 @@ def test_2d_truth_and_prediction_share_one_colour_scale_and_the_error_is_the_abs
     _assert_laid_out(fig)
 
 
+@pytest.mark.slow
 def test_rollout_frames_pick_evenly_spaced_times_on_the_truths_colour_scale_with_a_bar_per_column(tmp_path, figures):
     truth = torch.arange(9.0).reshape(9, 1, 1, 1).expand(9, 2, 2, 1).clone()
     truth[:, 0, 0, 0] -= 1  # frame f spans [f - 1, f]
@@ -127,6 +130,7 @@ def test_frame_image_of_a_3d_field_is_its_middle_slice():
     assert torch.equal(plots._frame_image(field), field[:, :, 2, 0])
 
 
+@pytest.mark.slow
 def test_files_are_whole_pngs_and_gifs_and_no_temporary_is_left(tmp_path):
     pil = pytest.importorskip("PIL.Image")
     times = [0.1, 0.2, 0.3]
@@ -139,6 +143,7 @@ def test_files_are_whole_pngs_and_gifs_and_no_temporary_is_left(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.png", "rollout.gif"]
 
 
+@pytest.mark.slow
 def test_rollout_frames_error_row_is_the_absolute_difference_on_one_scale(tmp_path, figures):
     truth = torch.arange(3.0).reshape(3, 1, 1, 1).expand(3, 2, 2, 1).clone()
     pred = truth.clone()

@@ -16,7 +16,7 @@ from opformer.cli import main
 from opformer.errors import ConfigError
 from opformer.imports import hub
 from opformer.runs import Run
-from test_cli import one_line_error as single_line, run_cli
+from tests.cli.test_cli import one_line_error as single_line, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -138,6 +138,7 @@ def test_a_local_import_never_imports_huggingface_hub(monkeypatch, tmp_path):
     assert main(["import", "dpot", str(FIXTURES / "dpot_tiny.pth"), "--out", str(tmp_path / "x")]) == 0
 
 
+@pytest.mark.slow
 def test_the_environment_variables_reach_huggingface_hub(tmp_path):
     """A fresh process with HF_HUB_CACHE and HF_HUB_OFFLINE=1 set imports from that cache (nothing patched)."""
     import subprocess

@@ -104,6 +104,7 @@ def test_the_authors_mode_selection_is_needed_where_it_drops_modes():
         assert rel(symmetric(io("dpot_small")["input"]), io("dpot_small")["output32"]) > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,width,depth,heads,ratio,head", [("Ti", 512, 4, 4, 1, 32), ("L", 1536, 24, 16, 4, 128)])
 def test_the_released_sizes_are_named(size, width, depth, heads, ratio, head):
     """The preset of a released checkpoint is read off its shapes (no weights needed: shapes only)."""
@@ -222,8 +223,9 @@ def dpot_run(tmp_path):
     return import_run("dpot", FIXTURES / "dpot_tiny.pth", tmp_path / "imported")[0]
 
 
+@pytest.mark.slow
 def test_an_imported_dpot_is_evaluated_on_a_member_padded_and_resized(tmp_path, capsys, dpot_run):
-    from conftest import write_toy_heat
+    from tests.toy_data import write_toy_heat
     from opformer.data.resize import resize
     from opformer.eval.mixture import imported_member, member_rollout
 
@@ -330,6 +332,7 @@ def yaml_config(name):
     return yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())
 
 
+@pytest.mark.slow
 def test_galerkin_transformer_needs_its_config_and_checks_keys(tmp_path, toy_file, capsys):
     fails(tmp_path, ConfigError, "holds no config; give the SimpleTransformer config", "galerkin-transformer",
           FIXTURES / "gt_small.pt")

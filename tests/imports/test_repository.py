@@ -27,7 +27,7 @@ from opformer.runs import Run, load_checkpoint
 from opformer.train.transfer import initialize
 from opformer.train.trainer import train
 
-from test_hub import COMMIT, cache_file, offline_cache, one_line_error  # noqa: F401 (a fixture)
+from tests.imports.test_hub import COMMIT, cache_file, offline_cache, one_line_error  # noqa: F401 (a fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -35,7 +35,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny trained 2D run with pointwise normalisers (non-trivial statistics) and a Dirichlet output."""
-    from conftest import tiny_darcy_config, write_toy_darcy
+    from tests.toy_data import tiny_darcy_config, write_toy_darcy
 
     folder = tmp_path_factory.mktemp("trained")
     data = write_toy_darcy(folder / "darcy.h5")
@@ -49,6 +49,7 @@ def predictions(run, data):
         return surrogate(torch.from_numpy(read_arrays(data, slice(None))[0]).float())
 
 
+@pytest.mark.slow
 def test_export_then_import_gives_the_runs_predictions_bit_for_bit(trained, tmp_path, capsys):
     run, data = trained
     exported, imported = tmp_path / "shared", tmp_path / "imported"

@@ -111,6 +111,7 @@ SMALL = {"t_in": 3, "t_out": 2, "in_channels": 2, "patch_size": 2, "grid_size": 
          "n_heads": 2, "head_width": 8, "modes": 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "spatial"), [("dpot2d", (8, 6)), ("dpot3d", (4, 6, 8))])
 def test_shapes_dtypes_and_input_errors(name, spatial):
     torch.manual_seed(0)
@@ -162,6 +163,7 @@ def test_submodule_names_for_partial_loading():
     assert blocks_2d == blocks_3d  # the blocks are dimension-free: 2D -> 3D transfer copies them
 
 
+@pytest.mark.slow
 def test_a_tiny_dpot_learns_with_the_trainer(tmp_path, heat_file):
     config = {"seed": 0, "model": {"name": "dpot2d", "in_channels": 1, "patch_size": 4, "grid_size": 16,
                                    "width": 16, "depth": 1, "n_heads": 2, "head_width": 8, "modes": 2},

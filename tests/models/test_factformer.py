@@ -90,6 +90,7 @@ def test_preset_parameter_counts(name, count, formula):
     assert formula is None or formula == count
 
 
+@pytest.mark.slow
 def test_linear_variant_swaps_only_the_attention():
     model = build_model(preset("linear_kolmogorov"))
     factorized = build_model(preset("factformer_kolmogorov"))
@@ -104,6 +105,7 @@ def test_linear_variant_swaps_only_the_attention():
 TINY = {"d_model": 16, "n_head": 2, "head_dim": 4, "n_layers": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["factorized", "linear"])
 def test_time_model_shapes_and_errors(attention):
     tiny = {**TINY, "head_dim": 12}  # RoPE of the linear attention: 2 (3) axis groups of even width
@@ -233,6 +235,7 @@ def _advection_windows(n_samples: int, n: int, t_in: int, t_out: int, seed: int)
     return u[..., :t_in, :], u[..., t_in:, :]
 
 
+@pytest.mark.slow
 def test_learns_tiny_advection_problem():
     torch.manual_seed(0)
     x_train, y_train = _advection_windows(16, 16, 2, 2, seed=1)

@@ -15,6 +15,7 @@ from opformer.models.registry import model_keys
 LARGE = {"dpot_s", "dpot_m", "dpot_l"}  # dpot_ti's class, 30M-509M parameters: counted on the meta device below
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - LARGE))
 def test_round_trip_through_config(name):
     model = build_model(preset(name))

@@ -174,6 +174,7 @@ def _relative_l2(pred: torch.Tensor, target: torch.Tensor) -> float:
     return (torch.linalg.norm(pred - target) / torch.linalg.norm(target)).item()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "sizes", "bound"),
     [("fno2d_time", {"width": 16, "modes": 4, "n_layers": 2, "projection_width": 32}, 0.2),

@@ -62,6 +62,7 @@ def _randomise(attn: SimpleAttention) -> None:
             p.copy_(torch.randn_like(p) * 0.5 + (1.0 if p.dim() == 3 else 0.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
 @pytest.mark.parametrize("norm_scheme", ["galerkin", "regular"])
 @pytest.mark.parametrize("batched_pos", [False, True])
@@ -150,6 +151,7 @@ def test_config_errors():
         SimpleAttention(10, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_head", [1, 3])
 @pytest.mark.parametrize("pos_kind", ["none", "shared", "batched"])
 def test_galerkin_gram_gradients(n_head, pos_kind):

@@ -131,6 +131,7 @@ def test_fourier_features_are_frozen_and_saved():
     assert features.matrix.std() > 4  # N(0, 8^2) entries
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spatial", [(128, 128), (32, 32, 32)])
 def test_memory_grows_with_the_grid_not_its_square(spatial, largest_output):
     torch.manual_seed(0)
@@ -149,6 +150,7 @@ def test_memory_grows_with_the_grid_not_its_square(spatial, largest_output):
     assert naive.largest >= 64 * 64
 
 
+@pytest.mark.slow
 def test_peak_tensor_memory_is_linear_in_the_grid():
     torch.manual_seed(0)
     block = factorized_block(8, 2, 4, ndim=2, kernel_multiplier=2)

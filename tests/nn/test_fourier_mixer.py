@@ -58,6 +58,7 @@ def _reference(mixer: FourierMixer, x: torch.Tensor) -> torch.Tensor:
     return torch.fft.irfftn(out, s=spatial, dim=dims, norm=mixer.norm)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("spatial", "modes", "shrink", "norm"),
     [((6, 8), None, 0.0, "ortho"), ((8, 7), 2, 0.0, "ortho"), ((8, 6), 4, 0.0, "ortho"),

@@ -62,6 +62,7 @@ def test_grf_samples_match_cole_hopf() -> None:
     assert rel_error(solve_burgers(u0, NU, 1.0), cole_hopf_solution(u0, NU, 1.0)).max() < TOL
 
 
+@pytest.mark.slow
 def test_refinement_in_space_and_time() -> None:
     u0 = periodic_grf(4, (8192,), 2.0, 5.0, 25.0, rng=np.random.default_rng(6))
     u = solve_burgers(u0, NU, 1.0)
@@ -69,6 +70,7 @@ def test_refinement_in_space_and_time() -> None:
     assert rel_error(u, fine).max() < TOL
 
 
+@pytest.mark.slow
 def test_generated_data_match_a_solve_on_the_storage_grid() -> None:
     u0, u1, _ = generate_burgers(2, 8192, seed=11)
     full = solve_burgers(u0, NU, 1.0, solve_resolution=8192)
@@ -88,6 +90,7 @@ def test_sampling_folds_unresolved_modes() -> None:
     np.testing.assert_allclose(_grid_from_modes(c, 24), _grid_from_modes(c, 240)[:, ::10], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_generation_is_reproducible_and_independent_of_batch_size() -> None:
     calls: list[int] = []
     a0, a1, settings = generate_burgers(5, 1024, seed=3, batch_size=2, progress=calls.append)

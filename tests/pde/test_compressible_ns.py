@@ -81,6 +81,7 @@ def sod_l1_error(n: int, t: float = 0.1, gamma: float = 1.4) -> float:
     return float(np.abs(frames[-1, 0, 0, :, 0] - exact).sum() / n)
 
 
+@pytest.mark.slow
 def test_sod_converges_to_the_exact_riemann_solution():
     # Measured (gamma 1.4, t = 0.1): L1 errors 9.15e-3, 4.86e-3, 2.52e-3, 1.41e-3 for n = 100 ... 800, pairwise
     # orders 0.91, 0.95, 0.84, fitted 0.93 over 100-400 (the shock at first order, the contact slower). Without

@@ -78,6 +78,7 @@ def test_solution_obeys_boundary_condition_maximum_principle_and_compliance_boun
     assert solve_darcy(12 * ones).sum() < u.sum() < solve_darcy(3 * ones).sum()
 
 
+@pytest.mark.slow
 def test_generated_data_are_reproducible_and_independent_of_workers() -> None:
     a1, u1, settings = generate_darcy(4, resolution=9, seed=5, workers=1)
     a2, u2, _ = generate_darcy(4, resolution=9, seed=5, workers=2)

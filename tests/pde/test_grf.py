@@ -66,6 +66,7 @@ def test_1d_spectrum_and_moments() -> None:
     check_moments(samples, eigenvalues)
 
 
+@pytest.mark.slow
 def test_2d_spectrum_and_moments() -> None:
     shape = (16, 16)
     samples = periodic_grf(2000, shape, **NS, rng=np.random.default_rng(1))
@@ -81,6 +82,7 @@ def test_1d_variance_is_that_of_the_continuous_field(n: int) -> None:
     assert pointwise_variance(grf_eigenvalues((n,), **BURGERS), (n,)) == pytest.approx(exact, rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [16, 64])
 def test_2d_variance_is_that_of_the_continuous_field(n: int) -> None:
     exact = continuous_variance(2, **NS, k_max=2000)

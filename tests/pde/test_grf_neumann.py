@@ -41,6 +41,7 @@ def test_cosine_synthesis_is_the_cosine_sum_and_analysis_inverts_it() -> None:
     np.testing.assert_allclose(cosine_analysis(cosine_synthesis(b)), b, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_variances_are_the_aliased_neumann_eigenvalues() -> None:
     """Independent brute-force fold of lambda(k) = (pi^2 |k|^2 + 9)^-2 over k < 1200 (tail < 1e-6 relative)."""
     expected = brute_force_variances(5, **DARCY, k_max=1200)
@@ -56,6 +57,7 @@ def test_low_modes_on_a_fine_grid_have_the_covariance_eigenvalues() -> None:
     np.testing.assert_allclose(variances[:4, :4], lam * w[:, None] * w[None, :], rtol=1e-7)  # aliases ~3e-8
 
 
+@pytest.mark.slow
 def test_samples_have_the_prescribed_coefficient_variances() -> None:
     samples = neumann_grf(3000, 9, 2, **DARCY, rng=np.random.default_rng(3))
     assert samples.shape == (3000, 9, 9) and samples.dtype == np.float64

@@ -48,6 +48,7 @@ def test_advection_term_matches_closed_form() -> None:
     assert rel_error(tendency, 1.5 * a * b * np.sin(2 * np.pi * x) * np.sin(4 * np.pi * y)) < 1e-6
 
 
+@pytest.mark.slow
 def test_kolmogorov_laminar_state_exact() -> None:
     # Force sin(4 y) e_x from rest: the flow stays a shear flow (u . grad w = 0), so
     # w(t) = w_s (1 - exp(-(16 nu + drag) t)) with the steady state w_s = -4 cos(4 y) / (16 nu + drag).
@@ -88,6 +89,7 @@ def test_solve_grid_finer_than_storage_grid() -> None:
     assert rel_error(fine[:, 1], coarse[:, 1]) < 1e-6
 
 
+@pytest.mark.slow
 def test_fno_nu_deterministic_and_batch_independent() -> None:
     kwargs = dict(samples=3, nu=1e-3, resolution=16, t_final=2.0)
     data, settings = generate_fno_nu(**kwargs, batch_size=1)
@@ -103,6 +105,7 @@ def test_fno_nu_deterministic_and_batch_independent() -> None:
     assert settings["solver"]["solve_resolution"] == 16 and settings["solver"]["dt_max"] == 0.08
 
 
+@pytest.mark.slow
 def test_kolmogorov_generator() -> None:
     kwargs = dict(samples=2, resolution=16, t_final=0.25, spinup=0.5, solve_resolution=32, dt=0.01)
     data, settings = generate_kolmogorov(**kwargs)

@@ -73,6 +73,7 @@ def test_nonlinear_term_matches_closed_form() -> None:
     assert np.linalg.norm(tendency - exact) / np.linalg.norm(exact) < 1e-6
 
 
+@pytest.mark.slow
 def test_forced_run_is_divergence_free_and_injects_exact_power() -> None:
     # With nu = 0 the de-aliased nonlinear term conserves energy, so E(t) = E0 + epsilon t exactly.
     u0 = random_velocity(2, N, np.random.SeedSequence(0).spawn(2), 0.7)
@@ -104,6 +105,7 @@ def test_pressure_of_taylor_green_and_abc_flows_is_exact() -> None:
     assert np.abs(pressure(tg[None], length=1.0)[0] - p_tg).max() < 1e-14
 
 
+@pytest.mark.slow
 def test_turbulence_generator_deterministic() -> None:
     kwargs = dict(samples=2, resolution=16, t_final=0.1, spinup=0.2)
     data, settings = generate_turbulence3d(**kwargs)

@@ -84,6 +84,7 @@ def test_the_cli_passes_the_registry_defaults_to_the_generator(capsys, tmp_path,
     assert seen["seed"] == 3 and seen.get("first", 0) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, flag", [(name, flag) for name in sorted(PDES) for flag in FLAGS
                                         if flag not in DEFAULTS[name]])
 def test_a_flag_a_pde_does_not_take_is_a_one_line_error(capsys, tmp_path, name, flag):

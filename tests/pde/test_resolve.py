@@ -9,6 +9,7 @@ from opformer.errors import DataError
 from opformer.pde.resolve import resolvable, resolve_operator, resolve_trajectory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pde, flags", [("burgers", {"resolution": 32}), ("darcy", {"resolution": 9, "workers": 1})])
 def test_an_operator_input_solved_again_is_the_stored_target(tmp_path, pde, flags):
     path = generate_file(pde, tmp_path / f"{pde}.h5", 3, seed=4, **flags)
@@ -18,6 +19,7 @@ def test_an_operator_input_solved_again_is_the_stored_target(tmp_path, pde, flag
     np.testing.assert_allclose(resolve_operator(info.pde, info.solver, x[1:]), y[1:], rtol=0, atol=1e-6 * abs(y).max())
 
 
+@pytest.mark.slow
 def test_a_trajectory_restarted_from_a_stored_frame_gives_the_stored_later_frames(tmp_path):
     path = generate_file("navier-stokes", tmp_path / "ns.h5", 2, resolution=16, t_final=5.0, seed=1)
     info = read_info(path)

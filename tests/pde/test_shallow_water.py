@@ -51,6 +51,7 @@ def dam_break_l1_error(n: int, t: float = 0.4) -> float:
     return float(np.abs(frames[-1, 0, 0, :, 0] - dam_break_exact(x, t, 2.0, 1.0)).sum() * dx)
 
 
+@pytest.mark.slow
 def test_a_dam_break_converges_to_the_exact_solution_at_first_order():
     # Measured: errors 2.38e-2, 1.12e-2, 6.06e-3, 2.71e-3 (pairwise orders 1.09, 0.88, 1.16; fitted 1.03).
     # A first-order scheme (no slopes) gives 2.0e-2 at n = 400 and order ~0.7; a wrong flux, order ~0.
@@ -106,6 +107,7 @@ def test_generated_samples_do_not_depend_on_chunks_batches_or_threads():
         generate_shallow_water(1, resolution=2)
 
 
+@pytest.mark.slow
 def test_opformer_generate_shallow_water_writes_a_self_describing_resumable_file(tmp_path, resume_after_interrupt):
     path = tmp_path / "swe.h5"
     assert main(["generate", "shallow-water", "--samples", "2", "--resolution", "16", "--out", str(path)]) == 0

@@ -124,6 +124,7 @@ def test_smoke_stays_within_its_initial_bounds_and_only_a_uniform_flow_keeps_its
     assert np.all(mass < 0.99) and np.all(mass > 0.75)
 
 
+@pytest.mark.slow
 def test_the_conditioned_smoke_stores_its_buoyancy_and_more_buoyant_smoke_rises_faster():
     fields, settings = generate_smoke_conditioned(3, resolution=16, batch_size=2, workers=2)
     buoyancy = settings["pde"]["per_sample"]["buoyancy"]
@@ -142,6 +143,7 @@ def test_the_conditioned_smoke_stores_its_buoyancy_and_more_buoyant_smoke_rises_
     assert np.all(rise > 0.0) and np.all(rise[1] > 1.5 * rise[0])
 
 
+@pytest.mark.slow
 def test_samples_do_not_depend_on_chunks_batches_or_threads_and_a_set_stop_ends_the_solve():
     whole, settings = generate_smoke(3, resolution=8, batch_size=2, workers=2)
     part, _ = generate_smoke(2, resolution=8, first=1, batch_size=1, workers=1)
@@ -161,6 +163,7 @@ def test_samples_do_not_depend_on_chunks_batches_or_threads_and_a_set_stop_ends_
         solve_smoke(np.ones((1, 8, 8)), np.array([0.5]), np.array([0, 3]))
 
 
+@pytest.mark.slow
 def test_opformer_generate_smoke_conditioned_resumes_and_keeps_every_chunks_buoyancy(tmp_path,
                                                                                    resume_after_interrupt):
     path = tmp_path / "cond.h5"

@@ -87,6 +87,7 @@ def test_a_uniform_smoke_stays_still_and_the_authors_force_order_would_move_it()
     assert np.abs(moved[..., 1:]).max() > 1e-4
 
 
+@pytest.mark.slow
 def test_a_smoke_constant_along_y_is_the_2d_solver_in_x_and_z_without_viscosity():
     # The same functions on two and three axes; with nu = 0 (measured max difference 7e-15 over 28 steps at
     # 16^3, velocities up to 0.9). With nu = 0.003 the y-walls' zero ghost velocities drag the flow, so it stops being
@@ -115,6 +116,7 @@ def test_mirror_symmetric_smoke_stays_mirror_symmetric():
     assert np.abs(frames - swapped).max() < 1e-12
 
 
+@pytest.mark.slow
 def test_a_uniform_shift_keeps_the_mass_and_the_flow_changes_it_without_new_extrema():
     n = 16
     x = np.meshgrid(*[(np.arange(n) + 0.5) * LENGTH / n] * 3, indexing="ij")
@@ -134,6 +136,7 @@ def test_a_uniform_shift_keeps_the_mass_and_the_flow_changes_it_without_new_extr
     assert np.all(mass > 0.9) and np.all(mass < 1.01) and mass.min() < 0.99
 
 
+@pytest.mark.slow
 def test_samples_do_not_depend_on_chunks_batches_or_threads_and_a_set_stop_ends_the_solve():
     whole, settings = generate_smoke3d(3, resolution=8, batch_size=2, workers=2)
     part, _ = generate_smoke3d(2, resolution=8, first=1, batch_size=1, workers=1)
@@ -159,6 +162,7 @@ def test_the_initial_smoke_is_the_same_field_on_every_grid():
     assert fine.min() >= 0.0 and abs(np.mean(fine**2) - 1.0) < 1e-12  # |noise| of a unit-variance noise
 
 
+@pytest.mark.slow
 def test_opformer_generate_smoke3d_stores_a_closed_3d_box_and_resumes(tmp_path, resume_after_interrupt):
     path = tmp_path / "smoke3d.h5"
     assert main(["generate", "smoke3d", "--samples", "2", "--resolution", "8", "--out", str(path)]) == 0

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import opformer
-from conftest import write_toy_heat
+from tests.toy_data import write_toy_heat
 from opformer.config import config_from_dict
 from opformer.data.store import read_info, write_trajectory_dataset
 from opformer.errors import DataError
@@ -40,6 +40,7 @@ def heat_run(tmp_path_factory):
     return base / "run", heat
 
 
+@pytest.mark.slow
 def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
     run, heat = heat_run
     forecaster = opformer.load_surrogate(run, device="cpu")  # the top-level loader: this one, calibration attached
@@ -80,6 +81,7 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
         np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
 
 
+@pytest.mark.slow
 def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5", frames=13)
     train(config_from_dict(trajectory_config(heat, time_stride=2)), tmp_path / "run")
@@ -98,6 +100,7 @@ def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
                            forecaster.rollout(torch.from_numpy(g["fields"][:, 8::2]), 2))
 
 
+@pytest.mark.slow
 def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
     heat = write_toy_heat(tmp_path / "heat.h5")
     config = trajectory_config(heat, t_out=2, strategy="latent_marching", eval_frames=5)
@@ -118,7 +121,7 @@ def test_a_latent_marching_run_gives_its_evaluation_frames(tmp_path):
 
 @pytest.fixture(scope="module")
 def mixture_run(tmp_path_factory):
-    from conftest import tiny_mixture_config, write_toy_member
+    from tests.toy_data import tiny_mixture_config, write_toy_member
 
     base = tmp_path_factory.mktemp("mixture")
     members = [write_toy_member(base / "a.h5"), write_toy_member(base / "b.h5", n=32, channels=2, grid="cells",
@@ -146,6 +149,7 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
     assert forecaster.validated_frames(members[1]) == 4 == forecaster.validated_frames(name="b")  # after t_in
 
 
+@pytest.mark.slow
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     from opformer.eval.mixture import imported_member, member_rollout
     from opformer.imports import import_run
@@ -172,7 +176,7 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
 
 @pytest.fixture(scope="module")
 def operator_run(tmp_path_factory):
-    from conftest import tiny_run_config, write_toy_burgers
+    from tests.toy_data import tiny_run_config, write_toy_burgers
 
     base = tmp_path_factory.mktemp("operator")
     data = write_toy_burgers(base / "toy.h5")
@@ -180,6 +184,7 @@ def operator_run(tmp_path_factory):
     return base / "run", data
 
 
+@pytest.mark.slow
 def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
     run, data = operator_run
     forecaster = open_forecaster(run, device="cpu")
@@ -226,6 +231,7 @@ def test_arrays_of_the_wrong_shape_are_one_line_and_write_nothing(operator_run, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
 
 
+@pytest.mark.slow
 def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat_run, tmp_path, capsys):
     from opformer.cli import main
 
@@ -262,6 +268,7 @@ def test_files_that_do_not_fit_are_one_line_and_write_nothing(operator_run, heat
     assert np.load(tmp_path / "f.npy").shape == (10, 2, 16, 16, 1)
 
 
+@pytest.mark.slow
 def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run, tmp_path, monkeypatch, edit_h5,
                                                                       capsys):
     from opformer.cli import main

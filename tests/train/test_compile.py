@@ -1,5 +1,6 @@
 """``train.compile``: the compiled training forward trains exactly as the eager one, and checkpoints are unchanged."""
 
+import pytest
 import torch
 
 from opformer.config import config_from_dict
@@ -8,6 +9,7 @@ from opformer.train import trainer
 from opformer.train.trainer import Trainer, train
 
 
+@pytest.mark.slow
 def test_compiled_training_matches_eager_and_saves_plain_state_dict(tmp_path, toy_file, tiny_config, monkeypatch):
     monkeypatch.setattr(trainer, "COMPILE_BACKEND", "eager")  # dynamo's graph capture, no C++ build
     base = tiny_config(toy_file, epochs=2)

@@ -134,7 +134,7 @@ def _launch(tmp_path, args, processes=1, timeout=120, **env):
 def reference(tmp_path_factory):
     """A 1-process float64 run of 2 epochs on 9 samples with batch 4 (an uneven last batch: 4, 4, 1) and input
     noise, and its config file (shared by the tests of this module)."""
-    from conftest import tiny_run_config, write_toy_burgers
+    from tests.toy_data import tiny_run_config, write_toy_burgers
 
     folder = tmp_path_factory.mktemp("ddp")
     data = write_toy_burgers(folder / "toy.h5")
@@ -155,6 +155,7 @@ def _same_run(run, reference):
         torch.testing.assert_close(value, want[key], rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_one_process_model_and_only_rank_0_writes(tmp_path, reference):
     single, config = reference
     run = tmp_path / "ddp"
@@ -171,6 +172,7 @@ def test_two_processes_train_the_one_process_model_and_only_rank_0_writes(tmp_pa
     assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2
 
 
+@pytest.mark.slow
 def test_a_killed_two_process_run_resumes_with_one_process(tmp_path, reference):
     """Rank 0 is SIGKILLed after epoch 1 (torchrun stops rank 1); one process resumes it to the same result as
     the uninterrupted 1-process run (which the 2-process run equals, test above)."""
@@ -183,6 +185,7 @@ def test_a_killed_two_process_run_resumes_with_one_process(tmp_path, reference):
     _same_run(run, single)
 
 
+@pytest.mark.slow
 def test_a_failing_rank_stops_the_job_with_a_line_naming_it(tmp_path, reference):
     _, config = reference
     start = time.monotonic()
@@ -203,6 +206,7 @@ def _two_processes_equal_one(tmp_path, config):
     return _metrics(tmp_path / "1")
 
 
+@pytest.mark.slow
 def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
     """Pushforward (a random number of calls per batch), random windows and relative input noise, 3 validation
     trajectories sharded 2 + 1: the same weights and metrics as one process."""
@@ -216,6 +220,7 @@ def test_a_trajectory_run_with_two_processes_equals_one(tmp_path, heat_file):
     _two_processes_equal_one(tmp_path, config)
 
 
+@pytest.mark.slow
 def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
     """A tiny DPOT (group norms, Fourier attention) on a mixture: windows drawn alike in every process (batches of
     4, 4, 2), input noise, each member's 2 validation trajectories sharded 1 + 1: the same weights and metrics as
@@ -233,6 +238,7 @@ def test_a_mixture_run_with_two_processes_equals_one(tmp_path, toy_mixture):
     assert all(row["val_relative_l2"] == pytest.approx((row["val_a"] + row["val_b"]) / 2, rel=1e-12) for row in rows)
 
 
+@pytest.mark.slow
 def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
     _, config = reference
     from opformer.cli import main
@@ -248,6 +254,7 @@ def test_nproc_starts_the_processes_itself(tmp_path, reference, capsys):
     assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2
 
 
+@pytest.mark.slow
 def test_a_streamed_run_with_two_processes_equals_one(tmp_path, heat_file):
     """The heat run above with its training split read from disk per batch by a worker (each process reads only
     its rows of each global batch): the same weights and metrics in 1 and 2 processes."""
@@ -267,6 +274,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_nodes_train_the_one_process_model(tmp_path, reference):
     """Two "nodes" on this machine, one process each, joined by torchrun's c10d rendezvous (the command of
     docs/training.md): the 1-process run to 1e-10 in float64, written once."""

@@ -116,6 +116,7 @@ def test_config_errors_name_the_key(keys, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "epochs"), [({"name": "time_mix", "t_in": 3, "t_out": 2}, 6),
                                                ({"name": "factformer2d", "t_in": 3, "t_out": 2, "d_model": 8,
                                                  "n_head": 1, "head_dim": 4, "n_layers": 1, "latent_dim": 8,

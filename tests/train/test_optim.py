@@ -12,6 +12,7 @@ def _net():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_fused_update_matches_the_per_tensor_loop(name):
     model = _net()

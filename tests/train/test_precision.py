@@ -25,6 +25,7 @@ def _fno2d(darcy_config, darcy_file):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gt", "fno2d"])
 def test_bf16_training_learns_and_matches_fp32(tmp_path, toy_file, tiny_config, darcy_file, darcy_config, model):
     base = tiny_config(toy_file, epochs=6) if model == "gt" else _fno2d(darcy_config, darcy_file)

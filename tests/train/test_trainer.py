@@ -24,6 +24,7 @@ def metrics(run):
         return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
 
 
+@pytest.mark.slow
 def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_config):
     run = tmp_path / "run"
     summary = train(config_from_dict(tiny_config(toy_file, epochs=12)), run)
@@ -42,6 +43,7 @@ def test_training_learns_and_selects_on_validation(tmp_path, toy_file, tiny_conf
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", ["operator", "mixture", "streamed"])
 def test_killed_run_resumes_to_the_same_metrics(tmp_path, request, data):
     """SIGKILL at whatever point the third epoch has reached; the resumed run equals an uninterrupted one (for a
@@ -231,6 +233,7 @@ def test_cuda_graphs_on_the_cpu_is_a_one_line_error(tmp_path, toy_file, tiny_con
         Trainer(config_from_dict(raw), tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_a_killed_streaming_run_leaves_no_loader_worker(tmp_path, toy_file, tiny_config):
     """kill -9 of a trainer reading with 2 worker processes: the workers end within 2 s (torch's own check of
     the parent takes up to 5 s)."""

@@ -70,6 +70,7 @@ def test_non_square_data_and_a_coarse_grid_finer_than_the_data_are_errors(tmp_pa
         Trainer(config_from_dict(config), tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_plot_writes_2d_prediction_maps(tmp_path, darcy_file, darcy_config):
     from opformer.eval.run_plots import plot_run
 

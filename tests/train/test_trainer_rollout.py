@@ -24,6 +24,7 @@ def rollout_config(path, **rollout):
             "rollout": {"t_in": 3, "t_out": 1, **rollout}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rollout", [{"strategy": "one_step"},
                                      {"strategy": "pushforward", "unroll_steps": 3, "noise": 0.01},
                                      {"strategy": "unroll", "unroll_steps": 3, "curriculum_epochs": 4,
@@ -79,6 +80,7 @@ def test_a_2d_checkpoint_on_3d_data_is_an_error(tmp_path, heat_file):
         evaluate_run(run, cube, [None])
 
 
+@pytest.mark.slow
 def test_plot_of_a_trajectory_run_writes_error_curve_frames_and_gif(tmp_path, heat_file):
     from opformer.eval.run_plots import plot_run
 

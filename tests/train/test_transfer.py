@@ -91,6 +91,7 @@ def test_runs_without_init_store_no_checkpoint(heat_file):
     assert init == {"checkpoint": None, "components": ["embed", "pos", "time_agg", "blocks", "head"]}
 
 
+@pytest.mark.slow
 def test_a_resumed_fine_tune_continues_from_its_own_weights(tmp_path, heat_file, pretrained):
     init = {"checkpoint": str(pretrained), "components": ["blocks", "embed"]}
     reference = tmp_path / "reference"

@@ -23,7 +23,7 @@ def test_one_config_per_model_family():
 @pytest.fixture(scope="module")
 def tiny_trl(tmp_path_factory):
     """A converted Well file of the data set's fields: 4 trajectories of 8 frames on 8 x 24 (x periodic, y open)."""
-    from conftest import write_well_file
+    from tests.foreign_formats import write_well_file
 
     folder = tmp_path_factory.mktemp("well")
     source = write_well_file(folder / "trl.hdf5", samples=4, frames=8, shape=(8, 24), boundaries=("periodic", "open"),
@@ -31,6 +31,7 @@ def tiny_trl(tmp_path_factory):
     return convert_file("the-well", [source], folder / "trl.h5")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_config_takes_a_training_step_on_a_tiny_well_file(path, tiny_trl, tmp_path):
     config = load_config(path, [f"data.path={tiny_trl}", "data.n_train=2", "data.n_val=1", "data.n_test=1",

@@ -25,11 +25,12 @@ from opformer.trust.calibration import CALIBRATION, Calibration, Scores, calibra
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.scores import local_scale, point_level
 from opformer.trust.shift import roughness
-from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
 
 CPU = torch.device("cpu")
 
 
+@pytest.mark.slow
 def test_an_operator_run_stores_its_test_errors_and_bounds_new_predictions(operator_run):
     run, data = operator_run
     calibration = calibrate_run(run, device="cpu")
@@ -122,8 +123,9 @@ def test_a_rollout_is_calibrated_per_frame(heat_run):
         calibration.bounds(fields[:, :3], longer[..., 0], 0.75)
 
 
+@pytest.mark.slow
 def test_the_cli_calibrates_and_refuses_train_in_one_line(capsys, operator_run):
-    from test_cli import one_line_error, run_cli
+    from tests.cli.test_cli import one_line_error, run_cli
 
     run, _ = operator_run
     code, out, _ = run_cli(capsys, "calibrate", run, "--coverage", "0.5,0.9", "--device", "cpu")
@@ -132,6 +134,7 @@ def test_the_cli_calibrates_and_refuses_train_in_one_line(capsys, operator_run):
     one_line_error(*run_cli(capsys, "calibrate", run, "--coverage", "1.2")[::2], "--coverage 1.2")
 
 
+@pytest.mark.slow
 def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_config, member_writer):
     train(config_from_dict(mixture_config(toy_mixture)), tmp_path / "mix")
     with pytest.raises(ConfigError, match="--data: .* trained on a mixture"):
@@ -209,6 +212,7 @@ def test_the_sharper_score_is_selected_on_held_out_samples_and_used_by_the_bound
     assert torch.allclose(plain, calibration.quantiles(0.9)[0].expand(2))
 
 
+@pytest.mark.slow
 def test_the_normalised_bound_reaches_the_nominal_coverage():
     """Calibrations of synthetic models whose error follows the input's roughness: over many draws, a new sample's
     error lies under its own bound (quantile of error / roughness, times its roughness) with probability k / (n + 1)."""
@@ -261,6 +265,7 @@ def test_joint_bounds_are_the_quantile_of_the_largest_scaled_score_times_each_fr
         old.joint_quantiles(0.8)
 
 
+@pytest.mark.slow
 def test_joint_bounds_hold_for_every_frame_at_once_where_per_frame_bounds_do_not():
     """Errors independent across 5 frames (growing along them): over 30 calibrations of 99 samples, the share of
     new forecasts within the bound at every frame is 0.9 with the joint bounds, about 0.9^5 with per-frame ones."""

@@ -32,6 +32,7 @@ def test_levels_outside_0_1_are_one_line_errors(coverage):
         conformal_rank(10, coverage)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, coverage", [(19, 0.9), (20, 0.8), (30, 0.95)])
 def test_a_known_error_distribution_reaches_the_nominal_coverage(n, coverage):
     """Errors of a synthetic model drawn from a known (exponential) distribution: over many calibration draws the

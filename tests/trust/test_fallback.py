@@ -16,7 +16,7 @@ from opformer.pde.resolve import resolve_operator, resolve_trajectory
 from opformer.train.trainer import train
 from opformer.trust.calibration import calibrate_run
 from opformer.serve.fallback import REPORT_SUFFIX, to_solver
-from test_cli import one_line_error, run_cli
+from tests.cli.test_cli import one_line_error, run_cli
 
 
 def test_samples_go_to_the_solver_when_a_bound_exceeds_the_tolerance_or_is_not_guaranteed():
@@ -38,6 +38,7 @@ def burgers_run(tmp_path, tiny_config):
     return tmp_path / "run", data
 
 
+@pytest.mark.slow
 def test_the_solver_answers_the_samples_over_the_tolerance_and_the_surrogate_the_rest(capsys, burgers_run, tmp_path):
     run, data = burgers_run
     info = read_info(data)
@@ -70,6 +71,7 @@ def test_the_solver_answers_the_samples_over_the_tolerance_and_the_surrogate_the
         np.testing.assert_array_equal(z["y"], y)
 
 
+@pytest.mark.slow
 def test_data_no_solver_made_get_the_indices_to_solve(capsys, burgers_run, tmp_path):
     run, data = burgers_run
     x, _ = read_arrays(data, slice(20, 30))
@@ -87,6 +89,7 @@ def test_data_no_solver_made_get_the_indices_to_solve(capsys, burgers_run, tmp_p
     assert report["solver_seconds"] == 0 and report["all_solver_seconds"] is None
 
 
+@pytest.mark.slow
 def test_tolerance_errors_are_one_line(capsys, burgers_run, tmp_path):
     run, data = burgers_run
     for value in (0, -1, "nan"):
@@ -100,6 +103,7 @@ def test_tolerance_errors_are_one_line(capsys, burgers_run, tmp_path):
     assert not (tmp_path / "p.h5").exists() and not (tmp_path / ("p.h5" + REPORT_SUFFIX)).exists()
 
 
+@pytest.mark.slow
 def test_a_forecast_over_the_tolerance_is_solved_on_from_the_last_given_frame(capsys, tmp_path, time_mix):
     data = generate_file("navier-stokes", tmp_path / "ns.h5", 12, resolution=16, t_final=6.0, seed=3)
     config = {"seed": 0, "model": {"name": "time_mix", "t_in": 3, "t_out": 1},

@@ -13,10 +13,11 @@ from opformer.data.pairs import load_split
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError
 from opformer.trust.calibration import calibrate_run, load_calibration
-from trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
-from test_cli import one_line_error, run_cli
+from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
+from tests.cli.test_cli import one_line_error, run_cli
 
 
+@pytest.mark.slow
 def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_path):
     run, data = operator_run
     (run / "calibration.pt").unlink(missing_ok=True)
@@ -84,6 +85,7 @@ def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, he
         opformer.load_surrogate(run, device="cpu").bounds(frames[:, :3], forecast, 0.75)
 
 
+@pytest.mark.slow
 def test_plot_draws_the_band_of_1d_predictions_and_the_bound_of_rollouts(capsys, operator_run, heat_run, tmp_path,
                                                                           monkeypatch):
     from opformer.eval import plots

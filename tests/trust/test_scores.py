@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from opformer.trust.conformal import conformal_quantile, conformal_rank
@@ -34,6 +35,7 @@ def test_pointwise_scores_are_order_statistics_of_the_normalised_errors():
     assert POINT_LEVELS[point_level(0.87)] == 0.9 and POINT_LEVELS[point_level(0.9)] == 0.9
 
 
+@pytest.mark.slow
 def test_the_pointwise_band_covers_at_its_level_on_a_synthetic_model():
     """A model whose error is Gaussian noise of a random per-sample level times the field's local magnitude: at
     coverage c, at least a fraction c of a new sample's points lie in the band for a fraction k / (n + 1) of

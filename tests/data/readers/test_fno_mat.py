@@ -38,6 +38,7 @@ def test_frames_land_at_their_sample_time_and_place(tmp_path, layouts, version):
     np.testing.assert_array_equal(part, fields[1:3])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
 def test_a_misshapen_array_or_nan_is_named(tmp_path, layouts, version):
     u, a = fno_arrays()
@@ -48,6 +49,7 @@ def test_a_misshapen_array_or_nan_is_named(tmp_path, layouts, version):
         read_fno_mat(getattr(layouts, version)(tmp_path / "nan.mat", u, a)).read(0, N)
 
 
+@pytest.mark.slow
 def test_missing_key_and_truncated_files(tmp_path, layouts):
     scipy.io.savemat(tmp_path / "no_a.mat", {"u": fno_arrays()[0]})
     with pytest.raises(DataError, match="missing variable 'a'"):
@@ -64,6 +66,7 @@ def test_missing_key_and_truncated_files(tmp_path, layouts):
             read_fno_mat(path).read(0, N)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"M", b"these are not the data you are looking for\n",
                                      b"MATLAB 5.0 MAT-file" + b" " * 100])
 def test_tiny_files_are_named_not_raised_by_scipy(tmp_path, content):
@@ -73,6 +76,7 @@ def test_tiny_files_are_named_not_raised_by_scipy(tmp_path, content):
         read_fno_mat(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
 @pytest.mark.parametrize("t, times", [
     ("published", [0, 1, 2, 3, 4, 5]),
@@ -88,6 +92,7 @@ def test_frame_times_come_from_t(tmp_path, layouts, version, t, times):
     np.testing.assert_array_equal(fields[:, 1:, ..., 0], u.transpose(0, 3, 1, 2))  # the frames themselves unchanged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["fno_v5", "fno_v73"])
 @pytest.mark.parametrize("t, message", [
     ([[1, 2, 4, 5, 6]], r"'t' is not uniform: the frames 0 \('a'\), 1, 2, 4, 5, 6 \('t'\)"),
@@ -106,6 +111,7 @@ def test_a_bad_t_is_named(tmp_path, layouts, version, t, message):
 DAMAGED = Path(__file__).resolve().parents[2] / "fixtures" / "mat" / "damaged_v5.mat"
 
 
+@pytest.mark.slow
 def test_a_file_that_crashes_scipy_is_one_line(tmp_path):
     """tests/fixtures/mat/damaged_v5.mat: a 608-byte v5 file (u, a, t of 2 samples) with one byte changed (0 -> 1
     at offset 185, a dimension tag of 'u'), on which scipy 1.17's loadmat dies with SIGSEGV. Read in a child
@@ -126,6 +132,7 @@ def test_a_file_that_crashes_scipy_is_one_line(tmp_path):
     assert not (tmp_path / "out.h5").exists()
 
 
+@pytest.mark.slow
 def test_the_child_reads_exactly_what_scipy_reads(tmp_path, layouts):
     """A whole v5 file through the child process: the arrays scipy's loadmat returns, bit for bit; a variable that
     is not a numeric array is refused in one line."""

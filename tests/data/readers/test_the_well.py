@@ -27,6 +27,7 @@ def _convert(paths, out, **options):
     return path, read_info(path), read_block(path, "fields", ())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_equals_well_dataset_field_by_field_and_frame_by_frame(tmp_path, layouts, case):
     """Two train files of other parameters, converted as one file, equal WellDataset's input and constant fields

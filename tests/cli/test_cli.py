@@ -122,6 +122,7 @@ def test_predict_writes_the_same_format(capsys, trained_run, tmp_path):
     assert code == 0
 
 
+@pytest.mark.slow
 def test_plot_writes_pngs(capsys, trained_run, tmp_path):
     run, data, _ = trained_run
     code, out, _ = run_cli(capsys, "plot", run, "--out", tmp_path / "plots")
@@ -185,6 +186,7 @@ def test_a_checkpoint_of_another_model_is_refused(capsys, trained_run, tmp_path)
                    "best.pt: not a readable checkpoint")
 
 
+@pytest.mark.slow
 def test_console_script_exits_nonzero_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "opformer", "train", str(tmp_path / "missing.yaml"),
                            "--out", str(tmp_path / "run")], capture_output=True, text=True)
@@ -192,6 +194,7 @@ def test_console_script_exits_nonzero_without_traceback(tmp_path):
     assert proc.stderr.strip() == f"opformer train: error: {tmp_path / 'missing.yaml'}: no such config file"
 
 
+@pytest.mark.slow
 def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
     out = tmp_path / "b.h5"
     code, stdout, _ = run_cli(capsys, "generate", "burgers", "--samples", 3, "--resolution", 256, "--out", out,
@@ -219,6 +222,7 @@ def test_generate_writes_a_self_describing_burgers_file(capsys, tmp_path):
                        "cannot write there")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a machine without CUDA")
 @pytest.mark.parametrize("command", ["train", "evaluate", "plot", "predict", "quickstart", "bench"])
 def test_every_command_refuses_a_device_it_lacks_in_one_line(capsys, trained_run, tmp_path, command):
@@ -256,6 +260,7 @@ def test_out_of_memory_is_one_line(capsys, trained_run, tmp_path, monkeypatch):
                    "cannot import torch (libtorch_cpu.so: failed to map segment from shared object)")
 
 
+@pytest.mark.slow
 def test_a_run_records_its_data_absolute_so_plot_works_from_anywhere(capsys, tmp_path, monkeypatch, toy_writer,
                                                                       tiny_config):
     (tmp_path / "project" / "data").mkdir(parents=True)
@@ -362,6 +367,7 @@ def test_non_square_2d_data_is_a_one_line_error(capsys, tmp_path, darcy_writer, 
     one_line_error(code, err, "expected a square grid (batch, n, n, channels), got (1, 17, 13, 1)")
 
 
+@pytest.mark.slow
 def test_resume_with_more_epochs_extends_a_finished_run(capsys, tmp_path, toy_file, tiny_config):
     import csv
 

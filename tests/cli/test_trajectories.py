@@ -10,6 +10,7 @@ import yaml
 from opformer.cli import main
 
 
+@pytest.mark.slow
 def test_navier_stokes_generate_train_evaluate_plot(capsys, tmp_path):
     data = tmp_path / "ns.h5"
     assert main(["generate", "navier-stokes", "--samples", "6", "--resolution", "16", "--t-final", "7",
@@ -62,6 +63,7 @@ def test_solver_grid_and_time_flags_are_checked(capsys, tmp_path, argv, needle):
     assert not (tmp_path / "d.h5").exists()
 
 
+@pytest.mark.slow
 def test_kolmogorov_solve_resolution_scales_the_time_step(tmp_path):
     main(["generate", "kolmogorov", "--samples", "1", "--resolution", "16", "--solve-resolution", "32",
           "--t-final", "0.0625", "--out", str(tmp_path / "k.h5")])

@@ -20,6 +20,7 @@ def _catches_sigterm(pid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_at_any_moment_of_train_ends_it_with_the_signals_code(tmp_path, toy_file, tiny_config,
