@@ -22,8 +22,10 @@ from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Calibration, Group
 from opformer.trust.conformal import conformal_quantile, conformal_rank
-from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, SCALES, local_scale, point_level, pointwise_scores,
-                                   relative_l2)
+from opformer.trust.estimates import history_of, residual_estimates
+from opformer.trust.physics import normalised_scores
+from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, PLAIN_SCORES, SCALES, local_scale, point_level,
+                                   pointwise_scores, relative_l2)
 from opformer.trust.shift import input_statistics, roughness_of
 from opformer.trust.storage import save_calibration
 
@@ -53,22 +55,35 @@ def _check_split(split: str, data: str | os.PathLike | None, cfg: dict[str, Any]
 
 class Scores:
     """The scores of one data set, gathered a batch of samples at a time (:meth:`add`), then compared
-    (:func:`select`) or sorted into a :class:`Group` (:meth:`group`)."""
+    (:func:`select`) or sorted into a :class:`Group` (:meth:`group`). ``physics``: the data file's PDE settings
+    (:func:`opformer.trust.estimates.physics_settings`) where the ``residual`` score applies; ``backtest``: the
+    frames given before each input's context where the ``backtest`` score applies (0: not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, physics: dict[str, Any] | None = None, backtest: int = 0) -> None:
         self.parts: dict[str, list[torch.Tensor]] = {}
         self.grid: tuple[int, ...] = ()
         self.channels = 0
+        self.physics, self.backtest = physics, backtest
 
-    def add(self, inputs: torch.Tensor, preds: torch.Tensor, truth: torch.Tensor, ndim: int) -> None:
-        """Score a batch: inputs ``(b, *spatial, c_in)`` or the given frames ``(b, t, *spatial, c)``, predictions and
-        truth ``(b, frames, *spatial, c)`` (``ndim`` spatial axes)."""
+    def add(self, inputs: torch.Tensor, preds: torch.Tensor, truth: torch.Tensor, ndim: int,
+            backtest: torch.Tensor | None = None) -> None:
+        """Score a batch: inputs ``(b, *spatial, c_in)`` or the ``t_in`` context frames ``(b, t, *spatial, c)``,
+        predictions and truth ``(b, frames, *spatial, c)`` (``ndim`` spatial axes); ``backtest`` ``(b,)``: the
+        surrogate's error on the frames given before the context (where :attr:`backtest`)."""
         b, frames = preds.shape[:2]
         self.grid, self.channels = tuple(preds.shape[2:-1]), preds.shape[-1]
         flat_pred, flat_truth = preds.flatten(0, 1), truth.flatten(0, 1)
         statistics = input_statistics(inputs, ndim)
         parts = {"relative_l2": relative_l2(flat_pred, flat_truth).reshape(b, frames), "statistics": statistics,
                  "difficulty": roughness_of(statistics, inputs.shape[-1])}
+        if self.physics is not None:
+            parts["residual"] = residual_estimates(self.physics, inputs, preds)
+            history = history_of(self.physics, inputs)
+            if history is not None:
+                parts["history"] = history
+        if self.backtest:
+            assert backtest is not None
+            parts["backtest"] = backtest.double()
         for scale in SCALES:
             local = local_scale(flat_pred, scale)
             parts[scale] = pointwise_scores(flat_pred, flat_truth, scale, local).reshape(b, frames, -1)
@@ -80,10 +95,21 @@ class Scores:
         """Every score of every sample, in sample order."""
         return {key: torch.cat(value) for key, value in self.parts.items()}
 
-    def sample_scores(self) -> dict[str, torch.Tensor]:
-        """Each per-sample score of :data:`SAMPLE_SCORES`, ``(n, frames)`` in sample order."""
+    def difficulties(self) -> dict[str, torch.Tensor]:
+        """What each normalised per-sample score divides the error by, ``(n, 1)`` or ``(n, frames)``."""
         cat = self.joined()
-        return {"relative_l2": cat["relative_l2"], "roughness": cat["relative_l2"] / cat["difficulty"][:, None]}
+        found = {"roughness": cat["difficulty"][:, None]}
+        if "residual" in cat:
+            found["residual"] = cat["residual"]
+        if "backtest" in cat:
+            found["backtest"] = cat["backtest"][:, None]
+        return found
+
+    def sample_scores(self) -> dict[str, torch.Tensor]:
+        """Each per-sample score offered (:data:`SAMPLE_SCORES`), ``(n, frames)`` in sample order."""
+        errors = self.joined()["relative_l2"]
+        return {"relative_l2": errors, **{name: normalised_scores(errors, estimate.expand_as(errors))
+                                          for name, estimate in self.difficulties().items()}}
 
     def frame_scales(self) -> dict[str, torch.Tensor]:
         """Each per-sample score's median over the samples at each frame, ``(frames,)``: the scale by which the
@@ -93,42 +119,48 @@ class Scores:
 
     def group(self, selection: dict[str, Any] | None = None, frame_scale: dict[str, torch.Tensor] | None = None
               ) -> Group:
-        """The gathered scores sorted per frame (the inputs' statistics in sample order), using the score and scale
-        of ``selection`` (:func:`select`; default :data:`DEFAULT_SCORE`, :data:`DEFAULT_SCALE`), and the joint
-        scores over ``frame_scale`` (:meth:`frame_scales` of held-out samples; default these samples' own)."""
+        """The gathered scores sorted per frame (the inputs' statistics and estimates in sample order), using the
+        score and scale of ``selection`` (:func:`select`; default :data:`DEFAULT_SCORE`, :data:`DEFAULT_SCALE`), and
+        the joint scores over ``frame_scale`` (:meth:`frame_scales` of held-out samples; default these samples'
+        own)."""
         cat, per_sample = self.joined(), self.sample_scores()
         ordered = {key: cat[key].sort(dim=0).values for key in ("relative_l2", *SCALES)}
-        frame_scale = frame_scale or self.frame_scales()
+        own = self.frame_scales()
+        frame_scale = {name: (frame_scale or {}).get(name, own[name]) for name in per_sample}
         joint = {name: (values / frame_scale[name]).max(dim=1).values.sort().values
                  for name, values in per_sample.items()}
         chosen = selection or {}
         return Group(ordered["relative_l2"], per_sample["roughness"].sort(dim=0).values,
                      {scale: ordered[scale] for scale in SCALES}, cat["statistics"], cat["difficulty"], self.grid,
                      self.channels, chosen.get("score", DEFAULT_SCORE), chosen.get("scale", DEFAULT_SCALE), joint,
-                     frame_scale)
+                     frame_scale,
+                     normalised_by={name: per_sample[name].sort(dim=0).values for name in per_sample
+                                    if name not in PLAIN_SCORES},
+                     estimates={key: cat[key] for key in ("residual", "history") if key in cat},
+                     physics=self.physics, backtest=self.backtest)
 
 
 def select(scores: Scores) -> dict[str, Any]:
-    """The sharper per-sample score and pointwise scale on held-out samples (the run's validation split, never the
+    """The sharpest per-sample score and pointwise scale on held-out samples (the run's validation split, never the
     calibration samples, so the calibration's guarantee is untouched), each at :data:`SELECTION_COVERAGE` within
-    those samples: the per-sample score with the smaller median ratio of bound to true error (the normalised one
-    only by the factor :data:`SELECTION_MARGIN`), the scale with the narrower mean band; the defaults where too
-    few samples are held out."""
+    those samples: the per-sample score with the smallest median ratio of bound to true error (a normalised one
+    only where it beats the plain one by the factor :data:`SELECTION_MARGIN`), the scale with the narrower mean
+    band; the defaults where too few samples are held out."""
     cat, c = scores.joined(), SELECTION_COVERAGE
     errors = cat["relative_l2"]
     record: dict[str, Any] = {"samples": len(errors), "score": DEFAULT_SCORE, "scale": DEFAULT_SCALE}
     if conformal_rank(len(errors), c) is None:
         return record
-    sigma = cat["difficulty"][:, None]
-    ratios = {"relative_l2": conformal_quantile(errors, c) / errors,
-              "roughness": conformal_quantile(errors / sigma, c) * sigma / errors}
+    ratios = {"relative_l2": conformal_quantile(errors, c) / errors}
+    for name, estimate in scores.difficulties().items():
+        ratios[name] = conformal_quantile(normalised_scores(errors, estimate.expand_as(errors)), c) * estimate / errors
     level = point_level(c)
     widths = {scale: conformal_quantile(cat[scale][:, :, level], c) * cat[f"width_{scale}"] for scale in SCALES}
     record["median_bound_over_error"] = {k: float(v.median()) for k, v in ratios.items()}
     record["mean_half_width"] = {k: float(v.mean()) for k, v in widths.items()}
     sharpness = record["median_bound_over_error"]
-    normalised_wins = sharpness["roughness"] < SELECTION_MARGIN * sharpness["relative_l2"]
-    record["score"] = "roughness" if normalised_wins else "relative_l2"
+    best = min((name for name in sharpness if name != "relative_l2"), key=sharpness.get)
+    record["score"] = best if sharpness[best] < SELECTION_MARGIN * sharpness["relative_l2"] else "relative_l2"
     record["scale"] = min(record["mean_half_width"], key=record["mean_half_width"].get)
     return record
 
