@@ -39,7 +39,7 @@ class Group:
     #: the normalised scores beyond ``roughness`` (``residual``, ``backtest``): score -> (n, frames) sorted
     normalised_by: dict[str, torch.Tensor] = field(default_factory=dict)
     #: the calibration inputs' estimates that the flag screens, in sample order: ``residual`` (n, frames),
-    #: ``history`` (n,) (given frames against the physics)
+    #: ``history`` (n,) (given frames against the physics), ``backtest`` (n,) (the surrogate's error on them)
     estimates: dict[str, torch.Tensor] = field(default_factory=dict)
     physics: dict[str, Any] | None = None  # the PDE settings of the residual (opformer.trust.estimates)
     backtest: int = 0  # frames given before the context for the backtest (0: not offered)
@@ -53,6 +53,11 @@ class Group:
     def offered(self) -> tuple[str, ...]:
         """The per-sample scores this data set's calibration answers."""
         return (*PLAIN_SCORES, *(name for name in SAMPLE_SCORES if name in self.normalised_by))
+
+    def difficulty_of(self, score: str) -> torch.Tensor:
+        """The calibration inputs' difficulty for the per-sample ``score``, in sample order (see
+        :meth:`BoundsAt.sample_bounds`)."""
+        return self.estimates.get(score, self.difficulty)
 
     def sorted_scores(self, score: str) -> torch.Tensor:
         """``(n, frames)``: the sorted calibration scores of the per-sample ``score``."""
@@ -220,7 +225,7 @@ class BoundsAt:
         scales = local_scale(preds.flatten(0, 1), self.scale).unflatten(0, preds.shape[:2])  # every frame at once
         half = (scales * width.view(1, frames, *[1] * (preds.dim() - 2))).to(preds.dtype)
         lower, upper = preds - half, preds + half
-        flagged = flag_shifted(statistics, group.statistics) | flag_estimates(group, residual, inputs, known)
+        flagged = flag_shifted(statistics, group.statistics) | flag_estimates(group, residual, inputs, known, backtest)
         if tuple(preds.shape[2:-1]) != group.grid:
             flagged = torch.ones_like(flagged)
         if not self.rollout:
@@ -230,17 +235,18 @@ class BoundsAt:
 
 def estimate_summary(estimates: dict[str, torch.Tensor], frames: int) -> torch.Tensor | None:
     """``(sample, k)``: the logarithms of an input's estimates that the flag screens, one column each: the residual
-    estimate's geometric mean over the first ``frames`` frames, the history estimate; None where there are none."""
+    estimate's geometric mean over the first ``frames`` frames, the history estimate, the backtest error; None where
+    there are none."""
     tiny = torch.finfo(torch.float64).tiny
     columns = []
     if "residual" in estimates:
         columns.append(estimates["residual"][:, :frames].double().clamp_min(tiny).log().mean(dim=1))
-    if "history" in estimates:
-        columns.append(estimates["history"].double().clamp_min(tiny).log())
+    columns += [estimates[key].double().clamp_min(tiny).log() for key in ("history", "backtest") if key in estimates]
     return torch.stack(columns, dim=1) if columns else None
 
 
-def flag_estimates(group: Group, residual: torch.Tensor | None, inputs: torch.Tensor, frames: int) -> torch.Tensor:
+def flag_estimates(group: Group, residual: torch.Tensor | None, inputs: torch.Tensor, frames: int,
+                   backtest: torch.Tensor | None = None) -> torch.Tensor:
     """True for each input whose physics estimates (:func:`estimate_summary`) lie outside the calibration inputs'
     range (:func:`opformer.trust.shift.flag_shifted`: standardised as the statistics are, so that the screen of all
     estimates together flags an input drawn like the calibration inputs with probability about ``1 / (n + 1)``);
@@ -251,6 +257,8 @@ def flag_estimates(group: Group, residual: torch.Tensor | None, inputs: torch.Te
     history = history_of(group.physics, inputs) if "history" in group.estimates else None
     if history is not None:
         current["history"] = history
+    if backtest is not None and "backtest" in group.estimates:
+        current["backtest"] = backtest
     reference = estimate_summary({key: group.estimates[key] for key in current}, frames)
     if reference is None:
         return torch.zeros(len(inputs), dtype=torch.bool)

@@ -34,7 +34,7 @@ from opformer.trust.bounds import Calibration, Group
 from opformer.trust.scores import SAMPLE_SCORES, SCALES
 
 #: The calibration inputs' estimates a calibration stores for the flag (:class:`opformer.trust.bounds.Group`).
-ESTIMATES = ("residual", "history")
+ESTIMATES = ("residual", "history", "backtest")
 
 
 def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
