@@ -208,8 +208,8 @@ class Forecaster:
         extra, t_in = bounds.group.backtest, self.t_in
         backtest = None
         if extra and inputs.shape[1] >= t_in + extra:
-            backtest = backtest_errors(lambda given, n: self.rollout(given, n, kinds), inputs[:, -(t_in + extra):],
-                                       t_in, extra)
+            given = inputs[:, -(t_in + extra):]
+            backtest = backtest_errors(self.rollout(given[:, :t_in], extra, kinds), given[:, t_in:])
         return bounds(inputs[:, -t_in:], predictions, backtest)
 
     def given_frames(self) -> dict[str, int]:

@@ -174,13 +174,14 @@ def _rollout_scores(step: Step, fields: torch.Tensor, own: int, t_in: int, frame
     before them, per trajectory (:func:`opformer.trust.estimates.backtest_errors`)."""
     scores, ndim = Scores(physics, backtest), fields.dim() - 3
 
-    def forecast(given: torch.Tensor, n: int) -> torch.Tensor:  # padded channels zero in and out
-        return rollout_errors(step, given, t_in, n, batch, device, mask=mask).predictions
+    def forecast(given: torch.Tensor, n: int) -> torch.Tensor:  # the n frames after the first t_in of given
+        return rollout_errors(step, given, t_in, n, batch, device, mask=mask).predictions[..., :own]
 
     for first in range(0, len(fields), batch):
         chunk = fields[first:first + batch, start:]
-        errors = backtest_errors(forecast, chunk, t_in, backtest) if backtest else None
-        preds = forecast(chunk[:, backtest:], frames)[..., :own]
+        errors = backtest_errors(forecast(chunk, backtest), chunk[:, t_in:t_in + backtest, ..., :own]) \
+            if backtest else None
+        preds = forecast(chunk[:, backtest:], frames)
         truth = chunk[:, backtest + t_in:backtest + t_in + frames, ..., :own]
         scores.add(chunk[:, backtest:backtest + t_in, ..., :own], preds, truth, ndim, errors)
     return scores
@@ -222,7 +223,11 @@ def score_split(run: Run, data: str | os.PathLike | None, split: str, frames: in
         check_compatible(surrogate, traj.info, str(run_dir))
         given = start // stride + backtest  # frames before the context
         frames = frames or rollout.get("eval_frames") or traj.n_times - t_in - given
-        traj.check_window(given + t_in, frames, "rollout")
+        if given and given + t_in + frames > traj.n_times:
+            raise ConfigError(f"--start {start} --backtest {backtest}: {given} frames before the {t_in} of the context "
+                              f"and {frames} to forecast are {given + t_in + frames}; {path} has {traj.n_times} per "
+                              "trajectory (after the time stride)")
+        traj.check_window(t_in, frames, "rollout")
         scores = _rollout_scores(surrogate, traj.fields, traj.fields.shape[-1], t_in, frames, None, batch, dev,
                                  physics_settings(info, stride), start // stride, backtest)
         return {"": scores}, [path]

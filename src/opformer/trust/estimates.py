@@ -21,8 +21,9 @@ from typing import Any
 import torch
 
 from opformer.data.store import DatasetInfo
-from opformer.trust.physics import DARCY_PDES, VORTICITY_PDES, Vorticity, darcy_estimates, forecast_estimates, \
-    history_estimates, vorticity_physics
+from opformer.trust.physics import (DARCY_PDES, VORTICITY_PDES, Vorticity, darcy_estimates, forecast_estimates,
+                                    history_estimates, vorticity_physics)
+from opformer.trust.scores import relative_l2
 
 #: The settings of a vorticity equation the estimate reads (:func:`opformer.trust.physics.vorticity_physics`).
 VORTICITY_KEYS = ("name", "nu", "drag", "length", "forcing")
@@ -74,12 +75,7 @@ def history_of(settings: dict[str, Any] | None, inputs: torch.Tensor) -> torch.T
     return history_estimates(_vorticity(settings, inputs.shape[-2]), inputs[..., 0])
 
 
-def backtest_errors(step: Any, given: torch.Tensor, t_in: int, extra: int) -> torch.Tensor:
-    """``(sample,)``: the relative L2 error of the last ``extra`` of ``given`` ``(sample, t_in + extra, *grid, c)``
-    frames forecast by ``step(frames, n)`` (a rollout of ``n`` frames after ``frames``) from the ``t_in`` before
-    them."""
-    from opformer.trust.scores import relative_l2
-
-    context, truth = given[:, :t_in], given[:, t_in:t_in + extra]
-    forecast = step(context, extra)
+def backtest_errors(forecast: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """``(sample,)``: the relative L2 error of the backtest, the forecast ``(sample, extra, *grid, c)`` of an input's
+    last ``extra`` given frames ``truth`` from the ``t_in`` given before them, over all its frames together."""
     return relative_l2(forecast.flatten(1, 2), truth.flatten(1, 2))
