@@ -192,7 +192,9 @@ class BoundsAt:
                    backtest: torch.Tensor | None) -> torch.Tensor:
         """The difficulty of the bounds' score for a batch of inputs (see :meth:`sample_bounds`)."""
         if self.score == "residual":
-            assert residual is not None  # the group offers the score only with its physics
+            if residual is None:
+                raise ConfigError(f"score residual: the physics estimate needs a square grid of one channel, as "
+                                  f"calibrated ({'x'.join(map(str, self.group.grid))})")
             return residual
         if self.score == "backtest":
             if backtest is None:
@@ -216,7 +218,8 @@ class BoundsAt:
         frames = preds.shape[1]
         known = min(frames, len(self.quantile))
         statistics = input_statistics(inputs, ndim)
-        residual = None if group.physics is None else residual_estimates(group.physics, inputs, preds)
+        square = len(set(preds.shape[2:-1])) == 1 and preds.shape[-1] == 1
+        residual = residual_estimates(group.physics, inputs, preds) if group.physics and square else None
         difficulty = self.difficulty(statistics, inputs.shape[-1], residual, backtest)
         bound = torch.full((len(preds), frames), math.inf, dtype=torch.float64)
         bound[:, :known] = self.sample_bounds(difficulty)[:, :known]
