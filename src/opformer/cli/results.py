@@ -99,7 +99,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
         coverage = check_coverage(args.coverage, "--coverage")
         check_bands(run)
-        bounds = load_calibration(run).at(coverage)  # checked against the run's checkpoint
+        calibration = load_calibration(run)  # checked against the run's checkpoint
+        chosen = calibration.group().score
+        # the plotted rollouts start at the first frame, with no frames before it for a backtest
+        bounds = calibration.at(coverage, score="relative_l2" if chosen == "backtest" else None)
     for path in plot_run(run, args.data, out_dir=args.out, samples=args.samples, device=args.device, bounds=bounds,
                          bound_label=f"bound at coverage {args.coverage:g}" if bounds else "bound"):
         print(f"wrote {path}")
