@@ -146,15 +146,16 @@ def test_a_history_at_another_viscosity_is_flagged_by_the_estimates_and_bounded_
     group = scores.group()
     assert group.offered == (*PLAIN_SCORES, "residual") and set(group.estimates) == {"residual", "history"}
     physics = vorticity_physics(settings, n, h)
-    torch.testing.assert_close(group.estimates["history"], history_estimates(physics, calibration_frames[:, :4, ..., 0]))
+    torch.testing.assert_close(group.estimates["history"],
+                               history_estimates(physics, calibration_frames[:, :4, ..., 0]))
     torch.testing.assert_close(group.estimates["residual"],
                                forecast_estimates(physics, calibration_frames[:, 3, ..., 0], preds[..., 0]))
     at = calibration_of(scores).at(0.9, score="residual")
     same, shifted = vorticity_frames(1e-3, w0[40:44], times), vorticity_frames(2e-2, w0[44:48], times)
     in_distribution = at(same[:, :4], same[:, 4:] * 1.01)
     assert not in_distribution.flagged.any()
-    torch.testing.assert_close(in_distribution.relative_l2,
-                               forecast_estimates(physics, same[:, 3, ..., 0], same[:, 4:, ..., 0] * 1.01) * at.quantile)
+    expected = forecast_estimates(physics, same[:, 3, ..., 0], same[:, 4:, ..., 0] * 1.01) * at.quantile
+    torch.testing.assert_close(in_distribution.relative_l2, expected)
     assert at(shifted[:, :4], shifted[:, 4:] * 1.01).flagged.all()
     # the estimates alone flag the shift
     residual = forecast_estimates(physics, shifted[:, 3, ..., 0], shifted[:, 4:, ..., 0] * 1.01)

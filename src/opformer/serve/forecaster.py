@@ -214,7 +214,8 @@ class Forecaster:
 
     def given_frames(self) -> dict[str, int]:
         """Where a trajectory input's given frames start by default (``start``: a stored frame index) and how many
-        come before the context for the backtest (``backtest``): the calibration's, else 0 and 0 (a mixture's members are calibrated from their first frames)."""
+        come before the context for the backtest (``backtest``): the calibration's, else 0 and 0 (a mixture's
+        members are calibrated from their first frames)."""
         if self.calibration is None or self.kind != TRAJECTORY or len(self.calibration.groups) != 1:
             return {"start": 0, "backtest": 0}
         group = self.calibration.group()

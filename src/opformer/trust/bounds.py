@@ -110,8 +110,8 @@ class Calibration:
 
     def quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2") -> torch.Tensor:
         """``(frames,)``: the conformal quantile of a per-sample score at ``coverage`` for each calibrated frame:
-        for ``relative_l2`` the bound on the relative L2 error itself, for ``roughness`` its factor (the bound is
-        it times the input's roughness)."""
+        for ``relative_l2`` the bound on the relative L2 error itself, for a normalised score its factor (the bound
+        is it times the input's difficulty, :meth:`BoundsAt.sample_bounds`)."""
         return conformal_quantile(self.group(member).sorted_scores(score), coverage, sorted_=True)
 
     def joint_quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2"

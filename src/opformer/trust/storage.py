@@ -9,8 +9,9 @@
                          the calibration inputs' statistics (opformer.trust.shift), the grid
                          and channels; where they apply, the scores normalised by the physics estimate and by the
                          backtest (opformer.trust.estimates), the calibration inputs' estimates and the PDE settings
-                         they were computed with; and what it was calibrated on: the data files (path, size, modification
-                         time), the split, the samples, the frames, the checkpoint and its checksum
+                         they were computed with; and what it was calibrated on: the data files (path, size,
+                         modification time), the split, the first frame and the backtest's frames, the samples, the
+                         frames, the checkpoint and its checksum
 
 The file is written atomically and read as the checkpoints are (:meth:`opformer.runs.Run.calibration_record`:
 ``torch.load(weights_only=True)``, no code unpickled); it carries a SHA-256 checksum of
@@ -43,7 +44,8 @@ def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
     meta = {"kind": calibration.kind, "checkpoint_checksum": calibration.checkpoint_checksum,
             "source": calibration.source,
             "chosen": {name: {"score": g.score, "scale": g.scale} for name, g in calibration.groups.items()},
-            "physics": {name: {"settings": g.physics, "backtest": g.backtest} for name, g in calibration.groups.items()}}
+            "physics": {name: {"settings": g.physics, "backtest": g.backtest}
+                        for name, g in calibration.groups.items()}}
     payload: dict[str, Any] = {
         "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "meta": json.dumps(meta),
         "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalised, "statistics": g.statistics,
