@@ -65,7 +65,7 @@ def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
 def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_run, tmp_path):
     run, heat = heat_run
     forecaster = open_forecaster(run, device="cpu")
-    out = predict_file(run, heat, tmp_path / "forecast.h5", frames=4, device="cpu")
+    out = predict_file(run, heat, tmp_path / "forecast.h5", frames=4, device="cpu", start=9)  # the last 3 of 12
     info, given = read_info(out), read_info(heat)
     assert (info.kind, info.n_samples, info.spatial_shape, info.input_channels) == ("trajectory", 10, (16, 16), ["u"])
     assert (info.pde, info.domain, info.seed) == (given.pde, given.domain, given.seed)
@@ -74,11 +74,19 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
     with h5py.File(out) as f, h5py.File(heat) as g:
         fields = torch.from_numpy(g["fields"][:])
         assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, -3:], 4))
+    # by default from the first frames, as calibration rolls out
+    out = predict_file(run, heat, tmp_path / "first.h5", frames=4, device="cpu")
+    np.testing.assert_allclose(read_info(out).times, 0.10 + 0.05 * np.arange(1, 5))
+    with h5py.File(out) as f:
+        assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, :3], 4))
+    with pytest.raises(DataError, match=r"12 frames, but a context of 3 frames 1 stored frames apart from frame 10 "
+                                        r"\(--start\) needs 13"):
+        predict_file(run, heat, tmp_path / "late.h5", frames=4, device="cpu", start=10)
     # the default length is the run's validated one; the .npz holds the frames and their times
     out = predict_file(run, heat, tmp_path / "forecast.npz", device="cpu")
     with np.load(out) as z:
         assert sorted(z.files) == ["fields", "times"] and z["fields"].shape == (10, 9, 16, 16, 1)
-        np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
+        np.testing.assert_allclose(z["times"], 0.10 + 0.05 * np.arange(1, 10))
 
 
 @pytest.mark.slow
@@ -92,7 +100,7 @@ def test_a_time_stride_takes_the_frames_the_model_steps_over(tmp_path):
                                           pde={"name": "heat", "times": f["times"][:].tolist()}, solver={},
                                           domain={"lengths": [1.0, 1.0], "periodic": [True, True]}, seed=0,
                                           channels=["u"])
-    out = predict_file(tmp_path / "run", listed, tmp_path / "f.h5", frames=2, device="cpu")
+    out = predict_file(tmp_path / "run", listed, tmp_path / "f.h5", frames=2, device="cpu", start=8)
     np.testing.assert_allclose(read_info(out).times, 0.6 + 0.1 * np.arange(1, 3))
     assert read_info(out).pde == {"name": "heat", "times": list(read_info(out).times)}  # the forecast's times
     with h5py.File(out) as f, h5py.File(heat) as g:  # the context: frames 8, 10, 12
@@ -164,10 +172,9 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu")
     with h5py.File(out) as f, h5py.File(heat) as g:
         assert f["fields"].shape == (2, 2, 32, 32, 1)
-        torch.testing.assert_close(torch.from_numpy(f["fields"][:]),
-                                   forecaster.rollout(torch.from_numpy(g["fields"][:, -4:]), 2), rtol=0, atol=0)
-        torch.testing.assert_close(forecaster.rollout(torch.from_numpy(g["fields"][:, :4]), 2), evaluated,
-                                   rtol=0, atol=0)
+        torch.testing.assert_close(torch.from_numpy(f["fields"][:]),  # from the first frames, as evaluated
+                                   forecaster.rollout(torch.from_numpy(g["fields"][:, :4]), 2), rtol=0, atol=0)
+        torch.testing.assert_close(torch.from_numpy(f["fields"][:]), evaluated, rtol=0, atol=0)
     with pytest.raises(DataError, match=r"f\.npy: 'f' has shape \(2, 5, 32, 32, 6\), expected \(N, T >= 4, 2 grid "
                                         r"axes, 1 to 4 channels\)"):
         np.save(tmp_path / "f.npy", np.zeros((2, 5, 32, 32, 6), np.float32))
@@ -204,12 +211,12 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
     with h5py.File(predict_file(run, tmp_path / "x.npy", tmp_path / "y.h5")) as f:
         np.testing.assert_array_equal(f["target"][:], expected)
         assert read_info(tmp_path / "y.h5").target_channels == ["u"]
-    # trajectories: an (N, T, *grid) array continues from its last 3 frames, times 0, 1, ... continued
+    # trajectories: an (N, T, *grid) array continues from its 3 frames from --start, times 0, 1, ... continued
     run, heat = heat_run
     with h5py.File(heat) as f:
         fields = f["fields"][:4]
     np.savez(tmp_path / "u.npz", u=fields)
-    with np.load(predict_file(run, tmp_path / "u.npz", tmp_path / "f.npz", frames=2)) as z:
+    with np.load(predict_file(run, tmp_path / "u.npz", tmp_path / "f.npz", frames=2, start=9)) as z:
         np.testing.assert_array_equal(z["times"], [12.0, 13.0])
         assert torch.equal(torch.from_numpy(z["fields"]),
                            open_forecaster(run, device="cpu").rollout(torch.from_numpy(fields), 2))
@@ -278,8 +285,8 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     reads = []
     opened = serving.open_inputs
 
-    def counting(path, forecaster, member=None):
-        inputs = opened(path, forecaster, member)
+    def counting(path, forecaster, member=None, start=0, extra=0):
+        inputs = opened(path, forecaster, member, start, extra)
         read = inputs.read
         inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
         return inputs
@@ -292,13 +299,13 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
         np.testing.assert_array_equal(a["fields"], b["fields"])
     bad = write_toy_heat(tmp_path / "bad.h5")
     with edit_h5(bad) as f:  # a NaN in the last trajectory: met after 9 samples were predicted
-        f["fields"][9, 11, 0, 0, 0] = np.nan
+        f["fields"][9, 1, 0, 0, 0] = np.nan
     reads.clear()
     before = sorted(p.name for p in tmp_path.iterdir())
     for out in ("bad.h5", "bad.npz", "bad.npy"):
         code = main(["predict", str(run), "--input", str(bad), "--output", str(tmp_path / "out" / out)])
         err = capsys.readouterr().err.strip()
-        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 11)" in err, err
+        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 1)" in err, err
     assert reads[-1] == (9, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["out"])
     assert not list((tmp_path / "out").iterdir())

@@ -16,6 +16,7 @@ from opformer.pde.resolve import resolve_operator, resolve_trajectory
 from opformer.train.trainer import train
 from opformer.trust.calibration import calibrate_run
 from opformer.serve.fallback import REPORT_SUFFIX, to_solver
+from opformer.trust.physics import forecast_estimates, vorticity_physics
 from tests.cli.test_cli import one_line_error, run_cli
 
 
@@ -112,13 +113,27 @@ def test_a_forecast_over_the_tolerance_is_solved_on_from_the_last_given_frame(ca
               "optim": {"lr": 3e-2}, "schedule": {"name": "constant"},
               "train": {"epochs": 1, "batch_size": 4, "num_threads": 1}, "rollout": {"t_in": 3, "t_out": 1}}
     train(config_from_dict(config), tmp_path / "run")
-    calibrate_run(tmp_path / "run", device="cpu")
+    group = calibrate_run(tmp_path / "run", device="cpu").group()  # an FNO-nu file: the physics estimate applies
+    assert "residual" in group.offered and set(group.estimates) == {"residual", "history"}
+    assert (group.physics["name"], group.physics["nu"], group.physics["spacing"]) == ("navier_stokes_2d_fno", 1e-3, 1.0)
     code, out, _ = run_cli(capsys, "predict", tmp_path / "run", "--input", data, "--output", tmp_path / "f.h5",
                            "--frames", 2, "--tolerance", 1e-9)
     assert code == 0 and "12 of 12 samples" in out
     info = read_info(data)
-    last = read_fields(data, slice(None))[:, -1]
-    expected = resolve_trajectory(info.pde, info.solver, last, [6.0, 7.0, 8.0])
+    last = read_fields(data, slice(None))[:, 2]  # the given frames start where calibration's do: frames 0, 1, 2
+    expected = resolve_trajectory(info.pde, info.solver, last, [2.0, 3.0, 4.0])
     with h5py.File(tmp_path / "f.h5") as f:
         np.testing.assert_array_equal(f["fields"][:], expected)
-        assert f["to_solver"][:].all() and f["times"][:].tolist() == [7.0, 8.0]
+        assert f["to_solver"][:].all() and f["times"][:].tolist() == [3.0, 4.0]
+    # the residual score: each forecast frame's bound is the quantile times its physics estimate
+    code, _, _ = run_cli(capsys, "predict", tmp_path / "run", "--input", data, "--output", tmp_path / "r.npz",
+                         "--frames", 2, "--coverage", 0.9, "--score", "residual")
+    assert code == 0
+    surrogate = opformer.load_surrogate(tmp_path / "run", device="cpu")
+    physics = vorticity_physics(group.physics, 16, 1.0)
+    with np.load(tmp_path / "r.npz") as z:
+        forecast = torch.from_numpy(z["fields"])
+        given = torch.from_numpy(read_fields(data, slice(None))[:, :3])
+        estimates = forecast_estimates(physics, given[:, -1, ..., 0].double(), forecast[..., 0].double())
+        quantile = surrogate.calibration.at(0.9, score="residual").quantile
+        np.testing.assert_allclose(z["bound_relative_l2"], (estimates * quantile[:2]).numpy(), rtol=1e-5)

@@ -116,3 +116,42 @@ def test_plot_draws_the_band_of_1d_predictions_and_the_bound_of_rollouts(capsys,
     assert run_cli(capsys, "plot", run, "--out", tmp_path / "b", "--coverage", 0.75)[0] == 0
     lines = {line.get_label(): line for line in figures["rollout_errors.png"].axes[0].lines}
     assert np.allclose(lines["bound at coverage 0.75"].get_ydata(), calibration.quantiles(0.75).numpy())
+
+
+def test_a_backtest_calibration_bounds_each_forecast_by_its_own_earlier_error(heat_run, tmp_path, capsys):
+    from opformer.trust.scores import relative_l2
+
+    run, heat = heat_run
+    calibration = calibrate_run(run, device="cpu", backtest=2)
+    group = calibration.group()
+    assert group.backtest == 2 and "backtest" in group.offered and calibration.source["start"] == 0
+    forecaster = opformer.load_surrogate(run, device="cpu")
+    fields = load_trajectories(heat, "all", n_train=4, n_val=2, n_test=4).fields
+    given = fields[:, :5]  # 2 frames for the backtest, then the context
+    forecast = forecaster.rollout(given, 5)
+    torch.testing.assert_close(forecast, forecaster.rollout(given[:, 2:], 5))
+    bounds = forecaster.bounds(given, forecast, 0.9, score="backtest")
+    observed = relative_l2(forecaster.rollout(given[:, :3], 2).flatten(1, 2), given[:, 3:5].flatten(1, 2))
+    at = calibration.at(0.9, score="backtest")
+    torch.testing.assert_close(bounds.relative_l2, observed[:, None] * at.quantile)
+    # the statistics and estimates see the context only, as the rollout does
+    roughness_bounds = forecaster.bounds(given, forecast, 0.9, score="roughness")
+    context_only = calibration.at(0.9, score="roughness")(given[:, 2:], forecast)
+    torch.testing.assert_close(roughness_bounds.relative_l2, context_only.relative_l2)
+    assert torch.equal(forecaster.bounds(fields, forecast, 0.9, score="roughness").flagged,
+                       calibration.at(0.9, score="roughness")(fields[:, -3:], forecast).flagged)
+    # predict gives each input the calibration's frames and writes the backtest's bounds
+    code, _, _ = run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "f.npz", "--frames", 5,
+                         "--coverage", 0.9, "--score", "backtest")
+    assert code == 0
+    with np.load(tmp_path / "f.npz") as z:
+        np.testing.assert_allclose(z["fields"], forecast.numpy())
+        np.testing.assert_allclose(z["bound_relative_l2"], bounds.relative_l2.numpy(), rtol=1e-6)
+    one_line_error(*run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "g.npz",
+                            "--coverage", 0.9, "--score", "sharpest")[::2],
+                   "score 'sharpest': expected one of relative_l2, roughness, backtest")
+    one_line_error(*run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "g.npz",
+                            "--score", "backtest")[::2], "--score backtest: the score of the bounds; give --coverage")
+    one_line_error(*run_cli(capsys, "calibrate", run, "--start", 7, "--backtest", 2)[::2],
+                   "--start 7 --backtest 2: 9 frames before the 3 of the context and 5 to forecast are 17; ",
+                   "has 12 per trajectory")

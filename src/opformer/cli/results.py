@@ -99,7 +99,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
         coverage = check_coverage(args.coverage, "--coverage")
         check_bands(run)
-        bounds = load_calibration(run).at(coverage)  # checked against the run's checkpoint
+        calibration = load_calibration(run)  # checked against the run's checkpoint
+        chosen = calibration.group().score
+        # the plotted rollouts start at the first frame, with no frames before it for a backtest
+        bounds = calibration.at(coverage, score="relative_l2" if chosen == "backtest" else None)
     for path in plot_run(run, args.data, out_dir=args.out, samples=args.samples, device=args.device, bounds=bounds,
                          bound_label=f"bound at coverage {args.coverage:g}" if bounds else "bound"):
         print(f"wrote {path}")
@@ -112,6 +115,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     output_path("--output", args.output, force=args.force, folders=True)
     if args.tolerance is not None:
+        if args.score is not None or args.start is not None:
+            raise ConfigError(f"--{'score' if args.score is not None else 'start'}: --tolerance uses the "
+                              "calibration's score and first frame")
         from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback
 
         coverage = 0.9 if args.coverage is None else args.coverage
@@ -125,7 +131,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.joint and args.coverage is None:
         raise ConfigError("--joint: bounds at a coverage; give --coverage C too")
     path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
-                        device=args.device, member=args.member, coverage=args.coverage, joint=args.joint)
+                        device=args.device, member=args.member, coverage=args.coverage, joint=args.joint,
+                        start=args.start, score=args.score)
     print(f"wrote predictions to {path}"
           + (f" with error bounds at coverage {args.coverage:g}" if args.coverage is not None else ""))
     return 0
@@ -186,6 +193,13 @@ def add_parsers(add: AddCommand) -> None:
                    help="also write calibrated error bounds at this level, e.g. 0.9 (after `opformer calibrate RUN`): "
                         "bound_relative_l2 per sample (and frame), band_half_width beside the predictions, flagged "
                         "(1: input unlike the calibration data, bounds not guaranteed); .npz or HDF5 output")
+    p.add_argument("--start", type=int,
+                   help="trajectory runs: the stored frame the given frames start from (default: the calibration's "
+                        "with --coverage, else 0; `opformer calibrate --start`); the forecast follows the t_in context "
+                        "frames from there")
+    p.add_argument("--score",
+                   help="with --coverage: the per-sample score of the bounds, one the calibration offers "
+                        "(relative_l2, roughness, residual, backtest; default: its choice on the validation split)")
     p.add_argument("--joint", action="store_true",
                    help="trajectory runs: bounds on each forecast's relative L2 error that hold for all its calibrated "
                         "frames at once (wider than the per-frame ones; --tolerance always uses them)")

@@ -38,7 +38,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     coverages = parse_coverages(args.coverage)
     calibration = calibrate_run(args.run, args.data, split=args.split, frames=args.frames, device=args.device,
-                                batch_size=args.batch_size, resolution=args.resolution)
+                                batch_size=args.batch_size, resolution=args.resolution, start=args.start,
+                                backtest=args.backtest)
     where = ", ".join(d["path"] for d in calibration.source["data"])
     print(f"{args.run}: calibrated on {where} ({calibration.source['split']} split); bounds on the relative L2 error:")
     print(format_calibration(calibration, coverages))
@@ -48,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES
                      ) -> list[dict[str, Any]]:
-    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with the ``roughness``
+    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with a normalised
     score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``); a rollout's
     rows also the joint bound (holding for every frame at once)."""
     from opformer.trust.conformal import expected_coverage
@@ -56,8 +57,9 @@ def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DE
     rows = []
     joint = calibration.kind == "trajectory"
     for name, group in calibration.groups.items():
-        quantiles = {c: calibration.sample_bounds(c, group.difficulty, name).median(dim=0).values for c in coverages}
-        joints = {c: calibration.sample_bounds(c, group.difficulty, name, joint=True).median(dim=0).values
+        difficulty = group.difficulty_of(group.score)
+        quantiles = {c: calibration.sample_bounds(c, difficulty, name).median(dim=0).values for c in coverages}
+        joints = {c: calibration.sample_bounds(c, difficulty, name, joint=True).median(dim=0).values
                   for c in coverages} if joint else {}
         for frame in range(calibration.frames):
             rows.append({"member": name, "frame": frame + 1, "samples": group.samples,
@@ -105,6 +107,12 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("--resolution", type=int,
                    help="grid points per axis to predict on (default: the file's stored grid, where `opformer predict` "
                         "predicts; bounds of predictions on other grids are flagged)")
+    p.add_argument("--start", type=int, default=0,
+                   help="trajectory runs: the first stored frame each trajectory is given (default 0; `opformer "
+                        "predict` gives new inputs the frames from the same index unless told otherwise)")
+    p.add_argument("--backtest", type=int, default=0,
+                   help="trajectory runs: frames given before the t_in of the forecast, which the surrogate forecasts "
+                        "from the t_in before them; its error there offers the `backtest` score (default 0: none)")
     p.add_argument("--coverage", default="0.8,0.9,0.95", help="levels whose bounds are printed (default 0.8,0.9,0.95)")
     p.add_argument("--batch-size", type=int, help="samples per model call (default: the run's eval_batch_size)")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")

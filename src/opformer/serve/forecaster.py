@@ -31,6 +31,7 @@ from opformer.grids import axis_kinds
 from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Bounds, BoundsAt, Calibration
+from opformer.trust.estimates import backtest_errors
 from opformer.trust.storage import load_calibration
 
 
@@ -151,13 +152,14 @@ class Forecaster:
         return torch.cat(out)
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
-               member: str | None = None, joint: bool = False) -> Bounds:
+               member: str | None = None, joint: bool = False, score: str | None = None) -> Bounds:
         """Calibrated error bounds of predictions made by :meth:`predict` or :meth:`rollout`.
 
         Parameters
         ----------
         inputs
-            The inputs of the predictions (operator runs), or the given frames (trajectory runs).
+            The inputs of the predictions (operator runs), or the given frames (trajectory runs): the last ``t_in``
+            are the context; frames before them serve the ``backtest`` score where the calibration has one.
         predictions
             What :meth:`predict` or :meth:`rollout` returned for them.
         coverage
@@ -167,6 +169,8 @@ class Forecaster:
             A mixture run: the member the inputs belong to (its calibration).
         joint
             A rollout: bounds on each forecast's relative L2 error that hold for all its calibrated frames at once.
+        score
+            The per-sample score (one the calibration offers; default its choice on the validation split).
 
         Returns
         -------
@@ -182,16 +186,40 @@ class Forecaster:
         opformer.errors.ConfigError
             A coverage outside (0, 1), an unknown member, or predictions that do not fit the calibration.
         """
-        return self.bounds_at(coverage, member, joint)(inputs, predictions)
+        return self.bounded(self.bounds_at(coverage, member, joint, score), inputs, predictions)
 
-    def bounds_at(self, coverage: float, member: str | None = None, joint: bool = False) -> BoundsAt:
+    def bounds_at(self, coverage: float, member: str | None = None, joint: bool = False, score: str | None = None
+                  ) -> BoundsAt:
         """The calibration's bounds at ``coverage`` for ``member`` (see :meth:`bounds`), their quantiles computed
-        once: call the result on each batch of inputs and predictions. ``joint`` is ignored for an operator run
-        (its one bound holds jointly already)."""
+        once: apply the result to each batch with :meth:`bounded`. ``joint`` is ignored for an operator run (its
+        one bound holds jointly already)."""
         if self.calibration is None:
             raise CheckpointError(f"{self.source}: no calibration loaded; calibrate the run (`opformer calibrate RUN`) "
                                   "and load it with opformer.load_surrogate(RUN)")
-        return self.calibration.at(coverage, member, joint=joint and self.kind == TRAJECTORY)
+        return self.calibration.at(coverage, member, score=score, joint=joint and self.kind == TRAJECTORY)
+
+    def bounded(self, bounds: BoundsAt, inputs: torch.Tensor, predictions: torch.Tensor,
+                kinds: Sequence[str] | None = None) -> Bounds:
+        """``bounds`` applied to predictions of ``inputs``: a trajectory's last ``t_in`` given frames are the
+        context the statistics and estimates see; frames given before them, where the calibration has a backtest
+        of that many, are forecast from the ``t_in`` before them for the backtest's error."""
+        if self.kind != TRAJECTORY:
+            return bounds(inputs, predictions)
+        extra, t_in = bounds.group.backtest, self.t_in
+        backtest = None
+        if extra and inputs.shape[1] >= t_in + extra:
+            given = inputs[:, -(t_in + extra):]
+            backtest = backtest_errors(self.rollout(given[:, :t_in], extra, kinds), given[:, t_in:])
+        return bounds(inputs[:, -t_in:], predictions, backtest)
+
+    def given_frames(self) -> dict[str, int]:
+        """Where a trajectory input's given frames start by default (``start``: a stored frame index) and how many
+        come before the context for the backtest (``backtest``): the calibration's, else 0 and 0 (a mixture's
+        members are calibrated from their first frames)."""
+        if self.calibration is None or self.kind != TRAJECTORY or len(self.calibration.groups) != 1:
+            return {"start": 0, "backtest": 0}
+        group = self.calibration.group()
+        return {"start": int(self.calibration.source.get("start", 0)), "backtest": group.backtest}
 
     def calibrated_member(self, path: str | os.PathLike, name: str | None = None) -> str | None:
         """The calibrated data set an input file belongs to: None for a run of one data file, else the mixture

@@ -25,19 +25,22 @@ ARRAY_SUFFIXES = (".npy", ".npz")
 @dataclass
 class Inputs:
     """The samples of an input file, read a block at a time: ``read(start, stop)`` gives samples
-    ``start..stop-1`` as float32 ``(n, *shape)``: the inputs of an operator run, or the ``t_in`` context frames of
-    a trajectory run (at the run's time stride, ending with the last stored frame)."""
+    ``start..stop-1`` as float32 ``(n, *shape)``: the inputs of an operator run, or the given frames of a trajectory
+    run (at the run's time stride, from the stored frame ``first``): ``extra`` frames for the backtest, then the
+    ``t_in`` context frames."""
 
     path: Path
     count: int
     shape: tuple[int, ...]
     read: Callable[[int, int], np.ndarray]
     info: DatasetInfo | None  # an HDF5 input's description; None for an array
-    times: np.ndarray | None = None  # trajectories: the time of every stored frame
+    times: np.ndarray | None = None  # trajectories: the time of every stored frame up to the last given one
     stride: int = 1
     kinds: tuple[str, ...] | None = None  # the grid kinds of the input's axes
     handle: DataFile | None = None  # an HDF5 input's open file, closed by :meth:`close`
     member: str | None = None  # the mixture member the samples belong to, where named (``predict --member``)
+    first: int = 0  # trajectories: the stored frame of the first given frame
+    extra: int = 0  # trajectories: given frames before the context (for the backtest)
 
     def close(self) -> None:
         """Close the input file (an array's memory map is released with the object)."""
@@ -53,16 +56,41 @@ def _expected(forecaster: Forecaster, frames: int | None) -> str:
     return "(" + ", ".join(["N", *([f"T >= {frames}"] if frames else []), *grid, channels]) + ")"
 
 
-def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None) -> Inputs:
+class Window:
+    """The stored frames a trajectory input is given: from ``first``, ``extra`` frames for the backtest (as many of
+    ``wanted`` as the file holds) and the ``t_in`` context frames, ``stride`` apart."""
+
+    def __init__(self, first: int, wanted: int, t_in: int, stride: int) -> None:
+        self.first, self.wanted, self.t_in, self.stride = first, wanted, t_in, stride
+        self.extra = wanted
+        self.span = 1 + stride * (t_in - 1)  # stored frames the context alone covers
+
+    def fit(self, path: Path, stored: int) -> slice:
+        """The frames of a file of ``stored`` frames (the backtest's dropped where they do not fit); a one-line
+        error where the context does not fit from ``first``."""
+        if self.first + self.span > stored:
+            raise DataError(f"{path}: {stored} frames, but a context of {self.t_in} frames {self.stride} stored frames "
+                            f"apart from frame {self.first} (--start) needs {self.first + self.span}")
+        if self.first + self.span + self.stride * self.wanted > stored:
+            self.extra = 0
+        return slice(self.first, self.first + self.span + self.stride * self.extra, self.stride)
+
+
+def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None, start: int = 0,
+                extra: int = 0) -> Inputs:
     """``path`` (opformer HDF5, or ``.npy``/``.npz``: the run's grid and channels assumed) checked against the
     run in one line before anything is read or written. ``member``: the mixture member the samples belong to
-    (its time stride; default: the member whose file ``path`` is)."""
+    (its time stride; default: the member whose file ``path`` is). Trajectories: given the frames from the stored
+    frame ``start``: ``extra`` frames for the backtest where the file holds them, then ``t_in`` for the context."""
     path = Path(path)
     trajectory = forecaster.kind == TRAJECTORY
     stride = forecaster.time_stride(path, member)
-    span = 1 + stride * (forecaster.t_in - 1) if trajectory else 0  # stored frames the context covers
+    if start < 0:
+        raise ConfigError(f"--start {start}: expected a frame index of at least 0")
+    window = Window(start, extra, forecaster.t_in or 1, stride)
+    span = window.span if trajectory else 0  # stored frames the context covers
     if path.suffix in ARRAY_SUFFIXES:
-        return _array_inputs(path, forecaster, stride, span, member)
+        return _array_inputs(path, forecaster, stride, span, member, window)
     data = open_dataset_file(path)  # the one handle every read of the input goes through
     try:
         info = data.info()
@@ -75,11 +103,15 @@ def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | N
         return Inputs(path, info.n_samples, (*info.spatial_shape, channels),
                       lambda start, stop: data.read("input", (slice(start, stop),)), info,
                       kinds=axis_kinds(info.domain), handle=data, member=member)
-    stored = len(info.times)
-    frames = slice(stored - span, stored, stride)
-    return Inputs(path, info.n_samples, (forecaster.t_in, *info.spatial_shape, channels),
+    try:
+        frames = window.fit(path, len(info.times))
+    except BaseException:
+        data.close()
+        raise
+    return Inputs(path, info.n_samples, (forecaster.t_in + window.extra, *info.spatial_shape, channels),
                   lambda start, stop: data.read("fields", (slice(start, stop), frames)), info,
-                  np.asarray(info.times), stride, axis_kinds(info.domain), data, member)
+                  np.asarray(info.times)[:frames.stop], stride, axis_kinds(info.domain), data, member, window.first,
+                  window.extra)
 
 
 def _check_file(path: Path, info: DatasetInfo, forecaster: Forecaster, span: int, stride: int) -> None:
@@ -99,7 +131,8 @@ def _check_file(path: Path, info: DatasetInfo, forecaster: Forecaster, span: int
                         f"{forecaster.t_in} frames {stride} stored frames apart ({span} frames)")
 
 
-def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, member: str | None) -> Inputs:
+def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, member: str | None,
+                  given: Window) -> Inputs:
     """An array file's samples; its shape must be the run's grid and channels (any grid and up to the model's
     channels for a padded run), trajectories at least ``span`` frames."""
     trajectory = forecaster.kind == TRAJECTORY
@@ -119,14 +152,14 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, me
     if not trajectory:
         return Inputs(path, int(array.shape[0]), shape,
                       lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member)
-    frames = shape[0]
-    window = slice(frames - span, frames, stride)
+    window = given.fit(path, shape[0])
 
     def read(start: int, stop: int) -> np.ndarray:
         return block(path, key, array, start, stop, shape, False)[:, window]
 
-    return Inputs(path, int(array.shape[0]), (forecaster.t_in, *shape[1:]), read, None,
-                  np.arange(frames, dtype=np.float64), stride, member=member)
+    return Inputs(path, int(array.shape[0]), (forecaster.t_in + given.extra, *shape[1:]), read, None,
+                  np.arange(window.stop, dtype=np.float64), stride, member=member, first=given.first,
+                  extra=given.extra)
 
 
 def forecast_times(times: np.ndarray, stride: int, n: int) -> np.ndarray:

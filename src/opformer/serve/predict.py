@@ -35,11 +35,11 @@ class BoundArrays:
     per sample and frame), ``band_half_width`` (the predictions' shape: the band is the prediction plus or minus
     it) and ``flagged`` (1 where the input is unlike the calibration data: the bounds there are not guaranteed)."""
 
-    def __init__(self, bounds: BoundsAt) -> None:
-        self.bounds = bounds
+    def __init__(self, forecaster: Forecaster, bounds: BoundsAt) -> None:
+        self.forecaster, self.bounds = forecaster, bounds
 
     def __call__(self, given: torch.Tensor, predictions: torch.Tensor) -> dict[str, np.ndarray]:
-        bounds = self.bounds(given, predictions)
+        bounds = self.forecaster.bounded(self.bounds, given, predictions)
         return {"bound_relative_l2": bounds.relative_l2.float().numpy(),
                 "band_half_width": (bounds.upper - predictions).float().numpy(),
                 "flagged": bounds.flagged.to(torch.uint8).numpy()}
@@ -61,10 +61,11 @@ class Prediction:
     def __exit__(self, *exc: object) -> None:
         self.inputs.close()
 
-    def bounds(self, coverage: float, joint: bool = False) -> BoundArrays:
-        """The bounds at ``coverage`` of the input's data set (its mixture member), their quantiles computed now."""
+    def bounds(self, coverage: float, joint: bool = False, score: str | None = None) -> BoundArrays:
+        """The bounds at ``coverage`` of the input's data set (its mixture member), their quantiles computed now
+        (``score``: the per-sample score, default the calibration's choice)."""
         member = self.forecaster.calibrated_member(self.inputs.path, self.inputs.member)
-        return BoundArrays(self.forecaster.bounds_at(coverage, member, joint))
+        return BoundArrays(self.forecaster, self.forecaster.bounds_at(coverage, member, joint, score))
 
     def chunks(self, extras: Extras | None = None) -> Iterator[Chunk]:
         """Every sample predicted, about :data:`~opformer.data.readers.source.CHUNK_BYTES` of samples at a time;
@@ -101,7 +102,8 @@ class Prediction:
 
 
 def prediction(forecaster: Forecaster, input_path: str | os.PathLike, output_path: str | os.PathLike,
-               frames: int | None = None, member: str | None = None, extras: bool = False) -> Prediction:
+               frames: int | None = None, member: str | None = None, extras: bool = False, start: int | None = None
+               ) -> Prediction:
     """Check a prediction's options and open its input (see :func:`predict_file`), before anything is written."""
     src, out = Path(input_path), Path(output_path)
     if out.resolve() == src.resolve():
@@ -115,7 +117,10 @@ def prediction(forecaster: Forecaster, input_path: str | os.PathLike, output_pat
     if extras and out.suffix == ".npy":
         raise ConfigError(f"--output {output_path}: a .npy file holds the predictions only; write .npz or HDF5 to "
                           "keep the error bounds beside them")
-    inputs = open_inputs(src, forecaster, member)
+    if start is not None and not trajectory:
+        raise ConfigError(f"--start: {forecaster.run.path} is an operator run (no frames to start from)")
+    given = forecaster.given_frames()
+    inputs = open_inputs(src, forecaster, member, given["start"] if start is None else start, given["backtest"])
     try:
         n = (frames or forecaster.validated_frames(src, member)) if trajectory else 0
     except BaseException:
@@ -126,16 +131,22 @@ def prediction(forecaster: Forecaster, input_path: str | os.PathLike, output_pat
 
 def predict_file(run_dir: str | os.PathLike | Run, input_path: str | os.PathLike, output_path: str | os.PathLike,
                  frames: int | None = None, batch_size: int | None = None, device: str = "auto",
-                 member: str | None = None, coverage: float | None = None, joint: bool = False) -> Path:
+                 member: str | None = None, coverage: float | None = None, joint: bool = False,
+                 start: int | None = None, score: str | None = None) -> Path:
     """Apply a run's best surrogate to every sample of ``input_path`` and write ``output_path`` atomically.
 
     Operator runs predict each input (at the file's grid). Trajectory runs roll out ``frames`` frames (default:
-    :meth:`Forecaster.validated_frames`) after the last ``t_in`` given frames of each trajectory. The output is by
+    :meth:`Forecaster.validated_frames`) after the ``t_in`` frames of each trajectory from the stored frame ``start``
+    (default: where the run's calibration starts, :meth:`Forecaster.given_frames`; 0 without one). The output is by
     its suffix (:mod:`opformer.serve.outputs`). ``coverage``: the calibrated error bounds at that level beside the
     predictions (:class:`BoundArrays`; ``joint``: a rollout's bounds for all its frames at once); a ``.npy``
     output, one array, is refused. ``member``: for a mixture run, the member the input's samples belong to (its
-    time stride, rollout length and calibration; default: the member whose file the input is).
+    time stride, rollout length and calibration; default: the member whose file the input is). ``score``: the
+    per-sample score of the bounds (default: the calibration's choice).
     """
     forecaster = open_forecaster(run_dir, device, batch_size, calibrated=coverage is not None)
-    with prediction(forecaster, input_path, output_path, frames, member, extras=coverage is not None) as job:
-        return job.write(None if coverage is None else job.bounds(coverage, joint))
+    if score is not None and coverage is None:
+        raise ConfigError(f"--score {score}: the score of the bounds; give --coverage C too")
+    with prediction(forecaster, input_path, output_path, frames, member, extras=coverage is not None,
+                    start=start) as job:
+        return job.write(None if coverage is None else job.bounds(coverage, joint, score))

@@ -4,14 +4,16 @@ predictions at any coverage (split conformal, :mod:`opformer.trust.conformal`)."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
 
 from opformer.errors import CheckpointError, ConfigError
 from opformer.trust.conformal import check_coverage, conformal_quantile
-from opformer.trust.scores import DEFAULT_SCALE, DEFAULT_SCORE, SAMPLE_SCORES, SCALES, local_scale, point_level
+from opformer.trust.estimates import history_of, residual_estimates
+from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, PLAIN_SCORES, SAMPLE_SCORES, SCALES, local_scale,
+                                   point_level)
 from opformer.trust.shift import flag_shifted, input_statistics, roughness_of
 
 
@@ -34,11 +36,34 @@ class Group:
     #: calibration written before joint bounds
     joint: dict[str, torch.Tensor] | None = None
     frame_scale: dict[str, torch.Tensor] | None = None  # per-sample score -> (frames,)
+    #: the normalised scores beyond ``roughness`` (``residual``, ``backtest``): score -> (n, frames) sorted
+    normalised_by: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: the calibration inputs' estimates that the flag screens, in sample order: ``residual`` (n, frames),
+    #: ``history`` (n,) (given frames against the physics), ``backtest`` (n,) (the surrogate's error on them)
+    estimates: dict[str, torch.Tensor] = field(default_factory=dict)
+    physics: dict[str, Any] | None = None  # the PDE settings of the residual (opformer.trust.estimates)
+    backtest: int = 0  # frames given before the context for the backtest (0: not offered)
 
     @property
     def samples(self) -> int:
         """Calibration samples."""
         return self.relative_l2.shape[0]
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The per-sample scores this data set's calibration answers."""
+        return (*PLAIN_SCORES, *(name for name in SAMPLE_SCORES if name in self.normalised_by))
+
+    def difficulty_of(self, score: str) -> torch.Tensor:
+        """The calibration inputs' difficulty for the per-sample ``score``, in sample order (see
+        :meth:`BoundsAt.sample_bounds`)."""
+        return self.estimates.get(score, self.difficulty)
+
+    def sorted_scores(self, score: str) -> torch.Tensor:
+        """``(n, frames)``: the sorted calibration scores of the per-sample ``score``."""
+        if score == "relative_l2":
+            return self.relative_l2
+        return self.normalised if score == "roughness" else self.normalised_by[score]
 
 
 class Bounds(NamedTuple):
@@ -85,11 +110,9 @@ class Calibration:
 
     def quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2") -> torch.Tensor:
         """``(frames,)``: the conformal quantile of a per-sample score at ``coverage`` for each calibrated frame:
-        for ``relative_l2`` the bound on the relative L2 error itself, for ``roughness`` its factor (the bound is
-        it times the input's roughness)."""
-        group = self.group(member)
-        return conformal_quantile(group.normalised if score == "roughness" else group.relative_l2, coverage,
-                                  sorted_=True)
+        for ``relative_l2`` the bound on the relative L2 error itself, for a normalised score its factor (the bound
+        is it times the input's difficulty, :meth:`BoundsAt.sample_bounds`)."""
+        return conformal_quantile(self.group(member).sorted_scores(score), coverage, sorted_=True)
 
     def joint_quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2"
                         ) -> torch.Tensor:
@@ -104,8 +127,8 @@ class Calibration:
 
     def sample_bounds(self, coverage: float, difficulty: torch.Tensor, member: str | None = None,
                       score: str | None = None, joint: bool = False) -> torch.Tensor:
-        """``(sample, frames)``: the relative-L2 bound of inputs of roughness ``difficulty`` ``(sample,)``, for each
-        frame or (``joint``) for all frames at once."""
+        """``(sample, frames)``: the relative-L2 bound of inputs whose score's difficulty is ``difficulty``
+        (:meth:`BoundsAt.sample_bounds`), for each frame or (``joint``) for all frames at once."""
         return self.at(coverage, member, score=score, joint=joint).sample_bounds(difficulty)
 
     def at(self, coverage: float, member: str | None = None, scale: str | None = None, score: str | None = None,
@@ -119,23 +142,25 @@ class Calibration:
         scale, score = scale or group.scale, score or group.score
         if scale not in SCALES:
             raise ConfigError(f"scale {scale!r}: expected one of {', '.join(SCALES)}")
-        if score not in SAMPLE_SCORES:
-            raise ConfigError(f"score {score!r}: expected one of {', '.join(SAMPLE_SCORES)}")
+        if score not in group.offered:
+            raise ConfigError(f"score {score!r}: expected one of {', '.join(group.offered)} (the scores "
+                              f"{self.run}'s calibration offers)")
         quantile = (self.joint_quantiles if joint else self.quantiles)(coverage, member, score)
         width = conformal_quantile(group.pointwise[scale][:, :, point_level(coverage)], coverage, sorted_=True)
         return BoundsAt(self.run, self.kind == "trajectory", group, float(coverage), score, scale, quantile, width)
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
                member: str | None = None, scale: str | None = None, score: str | None = None,
-               joint: bool = False) -> Bounds:
+               joint: bool = False, backtest: torch.Tensor | None = None) -> Bounds:
         """Bounds on ``predictions`` of ``inputs`` at ``coverage`` (see :class:`Bounds` and :meth:`at`).
 
         Operator runs: ``inputs`` ``(sample, *spatial, c_in)``, ``predictions`` ``(sample, *spatial, c)``.
         Trajectory runs: ``inputs`` the given frames ``(sample, t, *spatial, c)``, ``predictions`` the forecast
         frames ``(sample, frame, *spatial, c)``, frame ``f`` the ``f``-th after the given ones; frames beyond the
-        calibrated horizon get infinite bounds.
+        calibrated horizon get infinite bounds; ``inputs`` are the ``t_in`` context frames. ``backtest``: see
+        :meth:`BoundsAt.__call__`.
         """
-        return self.at(coverage, member, scale, score, joint)(inputs, predictions)
+        return self.at(coverage, member, scale, score, joint)(inputs, predictions, backtest)
 
 
 @dataclass(frozen=True)
@@ -152,14 +177,37 @@ class BoundsAt:
     quantile: torch.Tensor  # (calibrated frames,): the per-sample score's bound (or factor: roughness)
     width: torch.Tensor  # (calibrated frames,): the pointwise band's width over the local scale
 
-    def sample_bounds(self, roughness: torch.Tensor) -> torch.Tensor:
-        """``(sample, calibrated frames)``: the relative-L2 bound of inputs of roughness ``roughness`` ``(sample,)``."""
-        factor = roughness.double()[:, None] if self.score == "roughness" else torch.ones(len(roughness), 1,
-                                                                                          dtype=torch.float64)
-        return factor * self.quantile
+    def sample_bounds(self, difficulty: torch.Tensor) -> torch.Tensor:
+        """``(sample, calibrated frames)``: the relative-L2 bound of inputs whose score's difficulty
+        (:mod:`opformer.trust.estimates`) is ``difficulty``, ``(sample,)`` or ``(sample, frames)`` (ignored by
+        ``relative_l2``)."""
+        if self.score == "relative_l2":
+            return torch.ones(len(difficulty), 1, dtype=torch.float64) * self.quantile
+        factor = difficulty.double()
+        factor = factor[:, None] if factor.dim() == 1 else factor
+        known = min(factor.shape[1], len(self.quantile)) if factor.shape[1] > 1 else len(self.quantile)
+        return factor[:, :known] * self.quantile[:known]
 
-    def __call__(self, inputs: torch.Tensor, predictions: torch.Tensor) -> Bounds:
-        """Bounds on ``predictions`` of ``inputs`` (shapes as :meth:`Calibration.bounds`)."""
+    def difficulty(self, statistics: torch.Tensor, channels: int, residual: torch.Tensor | None,
+                   backtest: torch.Tensor | None) -> torch.Tensor:
+        """The difficulty of the bounds' score for a batch of inputs (see :meth:`sample_bounds`)."""
+        if self.score == "residual":
+            if residual is None:
+                raise ConfigError(f"score residual: the physics estimate needs a square grid of one channel, as "
+                                  f"calibrated ({'x'.join(map(str, self.group.grid))})")
+            return residual
+        if self.score == "backtest":
+            if backtest is None:
+                raise ConfigError(f"score backtest: needs {self.group.backtest} given frames before the last t_in of "
+                                  "each input (the surrogate's own error on them)")
+            return backtest
+        return roughness_of(statistics, channels)
+
+    def __call__(self, inputs: torch.Tensor, predictions: torch.Tensor, backtest: torch.Tensor | None = None
+                 ) -> Bounds:
+        """Bounds on ``predictions`` of ``inputs`` (shapes as :meth:`Calibration.bounds`; a trajectory's inputs are
+        the ``t_in`` context frames); ``backtest`` ``(sample,)``: the surrogate's error on each input's frames given
+        before them (:func:`opformer.trust.estimates.backtest_errors`), which the ``backtest`` score needs."""
         group = self.group
         preds = predictions if self.rollout else predictions.unsqueeze(1)
         ndim = len(group.grid)
@@ -170,16 +218,51 @@ class BoundsAt:
         frames = preds.shape[1]
         known = min(frames, len(self.quantile))
         statistics = input_statistics(inputs, ndim)
+        square = len(set(preds.shape[2:-1])) == 1 and preds.shape[-1] == 1
+        residual = residual_estimates(group.physics, inputs, preds) if group.physics and square else None
+        difficulty = self.difficulty(statistics, inputs.shape[-1], residual, backtest)
         bound = torch.full((len(preds), frames), math.inf, dtype=torch.float64)
-        bound[:, :known] = self.sample_bounds(roughness_of(statistics, inputs.shape[-1]))[:, :known]
+        bound[:, :known] = self.sample_bounds(difficulty)[:, :known]
         width = torch.full((frames,), math.inf, dtype=torch.float64)
         width[:known] = self.width[:known]
         scales = local_scale(preds.flatten(0, 1), self.scale).unflatten(0, preds.shape[:2])  # every frame at once
         half = (scales * width.view(1, frames, *[1] * (preds.dim() - 2))).to(preds.dtype)
         lower, upper = preds - half, preds + half
-        flagged = flag_shifted(statistics, group.statistics)
+        flagged = flag_shifted(statistics, group.statistics) | flag_estimates(group, residual, inputs, known, backtest)
         if tuple(preds.shape[2:-1]) != group.grid:
             flagged = torch.ones_like(flagged)
         if not self.rollout:
             bound, lower, upper = bound[:, 0], lower[:, 0], upper[:, 0]
         return Bounds(bound, lower, upper, flagged, self.coverage)
+
+
+def estimate_summary(estimates: dict[str, torch.Tensor], frames: int) -> torch.Tensor | None:
+    """``(sample, k)``: the logarithms of an input's estimates that the flag screens, one column each: the residual
+    estimate's geometric mean over the first ``frames`` frames, the history estimate, the backtest error; None where
+    there are none."""
+    tiny = torch.finfo(torch.float64).tiny
+    columns = []
+    if "residual" in estimates:
+        columns.append(estimates["residual"][:, :frames].double().clamp_min(tiny).log().mean(dim=1))
+    columns += [estimates[key].double().clamp_min(tiny).log() for key in ("history", "backtest") if key in estimates]
+    return torch.stack(columns, dim=1) if columns else None
+
+
+def flag_estimates(group: Group, residual: torch.Tensor | None, inputs: torch.Tensor, frames: int,
+                   backtest: torch.Tensor | None = None) -> torch.Tensor:
+    """True for each input whose physics estimates (:func:`estimate_summary`) lie outside the calibration inputs'
+    range (:func:`opformer.trust.shift.flag_shifted`: standardised as the statistics are, so that the screen of all
+    estimates together flags an input drawn like the calibration inputs with probability about ``1 / (n + 1)``);
+    all False for a calibration without estimates."""
+    current: dict[str, torch.Tensor] = {}
+    if residual is not None and "residual" in group.estimates:
+        current["residual"] = residual
+    history = history_of(group.physics, inputs) if "history" in group.estimates else None
+    if history is not None:
+        current["history"] = history
+    if backtest is not None and "backtest" in group.estimates:
+        current["backtest"] = backtest
+    reference = estimate_summary({key: group.estimates[key] for key in current}, frames)
+    if reference is None:
+        return torch.zeros(len(inputs), dtype=torch.bool)
+    return flag_shifted(estimate_summary(current, frames), reference)

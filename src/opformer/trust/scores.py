@@ -4,7 +4,9 @@ a bound for a new prediction.
 - ``relative_l2``: the per-sample relative L2 error ``||pred - truth|| / ||truth||`` (over grid and channels); its
   quantile is the bound on a new sample's relative L2 error (the same for every input of a frame). Normalised
   (``roughness``): the error over a difficulty of the input known before solving, its roughness
-  (:func:`opformer.trust.shift.roughness`); the bound is the quantile times the new input's roughness.
+  (:func:`opformer.trust.shift.roughness`); the bound is the quantile times the new input's roughness. So, where
+  they apply, ``residual`` (the physics estimate of the prediction's error) and ``backtest`` (the surrogate's error
+  on the input's own earlier frames): :mod:`opformer.trust.estimates`.
 - pointwise: ``|pred - truth| / scale(pred)`` at every grid point and channel, where ``scale`` is a local magnitude
   computed from the prediction alone (so it is known for a new input):
 
@@ -28,8 +30,10 @@ import torch
 from opformer.eval.metrics import relative_l2_per_sample
 
 #: The per-sample scores and the scales of the pointwise score (see the module's docstring); a calibration uses the
-#: sharper of each on the run's validation split, else the defaults (docs/trust.md).
-SAMPLE_SCORES = ("relative_l2", "roughness")
+#: sharper of each on the run's validation split, else the defaults (docs/trust.md). Every calibration offers the
+#: plain scores; ``residual`` and ``backtest`` (:mod:`opformer.trust.estimates`) where they apply.
+PLAIN_SCORES = ("relative_l2", "roughness")
+SAMPLE_SCORES = (*PLAIN_SCORES, "residual", "backtest")
 SCALES = ("rms", "local")
 DEFAULT_SCORE, DEFAULT_SCALE = "relative_l2", "local"
 #: Fraction of the ``rms`` scale added to the ``local`` one.

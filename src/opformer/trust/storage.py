@@ -7,8 +7,11 @@
                          opformer.trust.scores), the sorted joint scores (each sample's largest over the frames, a
                          frame's score over its scale) and the frame scales (the validation split's medians),
                          the calibration inputs' statistics (opformer.trust.shift), the grid
-                         and channels; and what it was calibrated on: the data files (path, size, modification
-                         time), the split, the samples, the frames, the checkpoint and its checksum
+                         and channels; where they apply, the scores normalised by the physics estimate and by the
+                         backtest (opformer.trust.estimates), the calibration inputs' estimates and the PDE settings
+                         they were computed with; and what it was calibrated on: the data files (path, size,
+                         modification time), the split, the first frame and the backtest's frames, the samples, the
+                         frames, the checkpoint and its checksum
 
 The file is written atomically and read as the checkpoints are (:meth:`opformer.runs.Run.calibration_record`:
 ``torch.load(weights_only=True)``, no code unpickled); it carries a SHA-256 checksum of
@@ -31,21 +34,28 @@ from opformer.runs import CALIBRATION_FORMAT, CALIBRATION_VERSION, Run, checksum
 from opformer.trust.bounds import Calibration, Group
 from opformer.trust.scores import SAMPLE_SCORES, SCALES
 
+#: The calibration inputs' estimates a calibration stores for the flag (:class:`opformer.trust.bounds.Group`).
+ESTIMATES = ("residual", "history", "backtest")
+
 
 def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
     """Write a calibration (atomically) with its checksum."""
     path = Path(path)
     meta = {"kind": calibration.kind, "checkpoint_checksum": calibration.checkpoint_checksum,
             "source": calibration.source,
-            "chosen": {name: {"score": g.score, "scale": g.scale} for name, g in calibration.groups.items()}}
+            "chosen": {name: {"score": g.score, "scale": g.scale} for name, g in calibration.groups.items()},
+            "physics": {name: {"settings": g.physics, "backtest": g.backtest}
+                        for name, g in calibration.groups.items()}}
     payload: dict[str, Any] = {
         "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "meta": json.dumps(meta),
         "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalised, "statistics": g.statistics,
                           "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
                           **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
-                          **({f"joint_{score}": g.joint[score] for score in SAMPLE_SCORES} if g.joint else {}),
-                          **({f"frame_scale_{score}": g.frame_scale[score] for score in SAMPLE_SCORES}
-                             if g.frame_scale else {})}
+                          **({f"joint_{score}": g.joint[score] for score in g.joint} if g.joint else {}),
+                          **({f"frame_scale_{score}": g.frame_scale[score] for score in g.frame_scale}
+                             if g.frame_scale else {}),
+                          **{f"normalised_{score}": values for score, values in g.normalised_by.items()},
+                          **{f"estimate_{key}": values for key, values in g.estimates.items()}}
                    for name, g in calibration.groups.items()},
     }
     payload["checksum"] = checksum(payload)
@@ -66,9 +76,19 @@ def load_calibration(run: str | os.PathLike | Run) -> Calibration:
     groups = {name: Group(g["relative_l2"], g["normalised"], {scale: g[f"pointwise_{scale}"] for scale in SCALES},
                           g["statistics"], g["difficulty"], tuple(int(n) for n in g["grid"]), int(g["channels"]),
                           **meta["chosen"][name], joint=_optional(g, "joint_"),
-                          frame_scale=_optional(g, "frame_scale_"))
+                          frame_scale=_optional(g, "frame_scale_"),
+                          normalised_by={score: g[f"normalised_{score}"] for score in SAMPLE_SCORES
+                                         if f"normalised_{score}" in g},
+                          estimates={key: g[f"estimate_{key}"] for key in ESTIMATES if f"estimate_{key}" in g},
+                          **_physics(meta, name))
               for name, g in record["groups"].items()}
     return Calibration(str(run.path), meta["kind"], meta["checkpoint_checksum"], meta["source"], groups)
+
+
+def _physics(meta: dict[str, Any], name: str) -> dict[str, Any]:
+    """A group's physics settings and backtest frames (none in a calibration written before them)."""
+    found = (meta.get("physics") or {}).get(name) or {}
+    return {"physics": found.get("settings"), "backtest": int(found.get("backtest", 0))}
 
 
 def _optional(group: dict[str, Any], prefix: str) -> dict[str, torch.Tensor] | None:
