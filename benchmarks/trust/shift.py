@@ -188,7 +188,7 @@ def markdown(result: dict[str, Any]) -> str:
                                  f"{m['coverage']:.3f} | {_cell(m['coverage_unflagged'])} | {m['flagged']:.3f} | "
                                  f"{m['silent_failures']:.3f} | {'yes' if met else 'no'} | "
                                  f"{_cell(m['mean_bound'], '.4f')} |")
-        lines += ["", *table_head("data", "file", "samples", "median relative L2 per frame", "seconds",
+        lines += ["", *table_head("data", "file", "samples", "median relative L2 (frames 1, 2, ..., last two)", "seconds",
                                   "load average after")]
         for label, d in case_["data"].items():
             errors = d["median_error_per_frame"]
