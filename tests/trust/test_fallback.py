@@ -60,8 +60,9 @@ def test_the_solver_answers_the_samples_over_the_tolerance_and_the_surrogate_the
     np.testing.assert_allclose(merged[~chosen], surrogate[~chosen], atol=1e-6)
     report = json.loads((tmp_path / ("p.h5" + REPORT_SUFFIX)).read_text())
     assert report["to_solver"] == sent and report["indices"] == np.flatnonzero(chosen).tolist() and report["solved"]
-    assert report["all_solver_seconds"] == pytest.approx(report["solver_seconds"] * 20 / sent)  # estimated
-    assert not report["all_solver_measured"] and report["true_errors_known"]
+    # the 20 samples are one chunk: solving it whole for timing measures solving every sample
+    assert report["all_solver_measured"] and report["timed_batch"] == 0 and report["true_errors_known"]
+    assert report["all_solver_seconds"] > 0 and "(measured); speed-up" in out
     errors = np.linalg.norm((surrogate - y).reshape(20, -1), axis=1) / np.linalg.norm(y.reshape(20, -1), axis=1)
     assert report["max_true_error"] == pytest.approx(errors[~chosen].max(), rel=1e-5)
     # a tolerance below every bound: everything solved, the time of solving everything measured
@@ -70,6 +71,66 @@ def test_the_solver_answers_the_samples_over_the_tolerance_and_the_surrogate_the
     assert report["to_solver"] == 20 and report["all_solver_measured"] and report["max_true_error"] is None
     with np.load(tmp_path / "q.npz") as z:
         np.testing.assert_array_equal(z["y"], y)
+
+
+class Clock:
+    """A fake ``time`` for the fallback: each reading advances 1 ms, each solve 1 s whatever its number of samples
+    (a batch solver's time, far from its size times one sample's)."""
+
+    def __init__(self, monkeypatch):
+        import opformer.serve.fallback as fallback
+        self.now, self.sizes, solve = 0.0, [], fallback.solve_samples
+        monkeypatch.setattr(fallback, "time", self)
+
+        def timed_solve(inputs, given, frames):
+            self.now += 1.0
+            self.sizes.append(len(given))
+            return solve(inputs, given, frames)
+
+        monkeypatch.setattr(fallback, "solve_samples", timed_solve)
+
+    def perf_counter(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+
+def test_solving_every_sample_is_timed_on_a_whole_chunk_never_from_one_sample(capsys, monkeypatch, burgers_run,
+                                                                              tmp_path):
+    run, data = burgers_run
+    info = read_info(data)
+    x, y = read_arrays(data, slice(20, 30))  # calibration samples: none flagged, none over a tolerance of 1e3
+
+    def fallback(x, y, name):
+        new = write_operator_dataset(tmp_path / f"{name}.h5", x, y, pde=info.pde, solver=info.solver,
+                                     domain=info.domain, seed=0, input_channels=info.input_channels,
+                                     target_channels=info.target_channels)
+        code, out, _ = run_cli(capsys, "predict", run, "--input", new, "--output", tmp_path / f"{name}_p.h5",
+                               "--tolerance", 1e3)
+        assert code == 0, _
+        return json.loads((tmp_path / f"{name}_p.h5{REPORT_SUFFIX}").read_text()), out
+
+    clock = Clock(monkeypatch)
+    monkeypatch.setattr("opformer.serve.predict.CHUNK_BYTES", 4 * 4 * (32 + 32))  # 4 samples of 32 in, 32 out
+    # 10 samples in chunks of 4, none sent to the solver: the first chunk is solved whole, once, for timing;
+    # solving all 10 is its 1 s times 10 / 4 (one sample's time times 10 would say 10 s)
+    report, out = fallback(x, y, "none")
+    assert report["to_solver"] == 0 and clock.sizes == [4] and report["solver_seconds"] == 0
+    assert report["all_solver_seconds"] == pytest.approx(2.5, abs=0.01) and not report["all_solver_measured"]
+    assert report["timed_batch"] == 4 and report["timed_batch_seconds"] == pytest.approx(1.0, abs=0.01)
+    assert ("solving every sample: 2.5 s (estimated from one chunk of 4 samples solved whole in 1 s); speed-up "
+            f"{2.5 / report['seconds']:.3g}x") in out
+    # the first chunk far out of range goes to the solver whole: that solve is the timing, nothing is solved twice
+    x[:4] = 4 * x[:4] + 1
+    y[:4] = resolve_operator(info.pde, info.solver, x[:4])
+    clock.sizes.clear()
+    report, out = fallback(x, y, "first")
+    assert report["indices"] == [0, 1, 2, 3] and clock.sizes == [4] and report["timed_batch"] == 4
+    assert report["all_solver_seconds"] == pytest.approx(2.5, abs=0.01) and not report["all_solver_measured"]
+    # every sample in one chunk: solving it whole for timing measures solving every sample
+    clock.sizes.clear()
+    report, out = fallback(x[4:8], y[4:8], "one")
+    assert clock.sizes == [4] and report["all_solver_measured"] and report["timed_batch"] == 0
+    assert report["all_solver_seconds"] == pytest.approx(1.0, abs=0.01) and "1 s (measured); speed-up" in out
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from opformer.trust.estimates import physics_settings
 from opformer.trust.physics import darcy_estimates, forecast_estimates, history_estimates, vorticity_physics
 from opformer.trust.scores import PLAIN_SCORES
 from opformer.trust.storage import load_calibration, save_calibration
-from trust_runs import operator_run  # noqa: F401 (fixture)
+from tests.trust.trust_runs import operator_run  # noqa: F401 (fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DARCY = {"name": "darcy", "forcing": 1.0}

@@ -1,0 +1,36 @@
+"""The shift benchmark's metrics (benchmarks/trust/shift.py) on a small synthetic case."""
+
+import numpy as np
+import pytest
+
+from benchmarks.trust.shift import goal, shift_metrics
+
+
+def test_silent_failures_are_the_unflagged_units_outside_their_bound():
+    # 4 samples x 2 frames: sample 0 inside, 1 outside at frame 1, 2 outside at both but flagged, 3 outside at 0
+    errors = np.array([[0.1, 0.1], [0.1, 0.5], [0.9, 0.9], [0.4, 0.1]])
+    bound = np.array([[0.2, 0.2], [0.2, 0.2], [0.2, np.inf], [0.3, 0.3]])
+    flagged = np.array([0, 0, 1, 0])
+    m = shift_metrics(errors <= bound, bound, flagged)
+    assert m["samples"] == 4 and m["flagged"] == 0.25
+    assert m["coverage"] == pytest.approx(5 / 8)  # (0,0) (0,1) (1,0) (2,1) (3,1)
+    assert m["coverage_unflagged"] == pytest.approx(4 / 6)
+    assert m["silent_failures"] == pytest.approx(2 / 8)  # (1,1) and (3,0); sample 2's failure is flagged
+    assert m["mean_bound"] == pytest.approx((0.2 * 5 + 0.3 * 2) / 7)  # the infinite bound left out
+    # joint: a sample is inside when it is at every frame
+    joint = shift_metrics((errors <= bound).all(axis=1, keepdims=True), bound, flagged)
+    assert joint["coverage"] == 0.25 and joint["silent_failures"] == 0.5 and joint["coverage_unflagged"] == 1 / 3
+    everything = shift_metrics(errors <= bound, np.full_like(bound, np.inf), np.ones(4))
+    assert everything["coverage_unflagged"] is None and everything["silent_failures"] == 0
+    assert everything["mean_bound"] is None
+
+
+def test_the_goal_allows_one_and_a_half_times_the_miscoverage_on_shifted_data():
+    held = {"coverage": 0.905}
+    shifted = {"low": {"silent_failures": 0.14}, "high": {"silent_failures": 0.16}}
+    g = goal(0.9, 99, held, shifted)
+    assert g["silent_allowed"] == pytest.approx(0.15) and g["coverage_target"] == pytest.approx([0.9, 0.91])
+    assert g["flag_rate_target"] == pytest.approx(0.01) and g["held_coverage_ok"]
+    assert g["shifted_silent_ok"] == {"low": True, "high": False}
+    assert not goal(0.9, 99, {"coverage": 0.92}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.89}, {})["held_coverage_ok"]
