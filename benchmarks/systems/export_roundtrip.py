@@ -117,7 +117,7 @@ def markdown(r: dict[str, Any]) -> str:
     rows = [("run", f"`{r['run']}` ({r['model']}, {r['parameters']:,} parameters, its best epoch "
                     f"{r['best_epoch']})"),
             *[(f"exported {name}", f"{size:,} bytes") for name, size in r["files_bytes"].items()],
-            ("the run's best.pt (weights, normalisers, spec, config, history)", f"{r['best_pt_bytes']:,} bytes"),
+            ("the run's best.pt (weights, normalizers, spec, config, history)", f"{r['best_pt_bytes']:,} bytes"),
             *[(f"{name} (s{'' if 'in_process' in name else ', a process of its own'})", f"{value:.2f}")
               for name, value in r["seconds"].items()],
             ("evaluate: original = imported = imported from the Hub cache", str(r["evaluate_equal"])),

@@ -85,7 +85,7 @@ def splits(parts: dict[str, torch.Tensor], count: int, seed: int = 0) -> dict[st
     n_cal = n // 2
     rng = np.random.default_rng(seed)
     results: dict[str, Any] = {"n_cal": n_cal, "n_test": n - n_cal, "scores": {}}
-    # relative_l2/roughness: the bound q * d(x) of the normalised score e / d(x), d the input's roughness (the bound
+    # relative_l2/roughness: the bound q * d(x) of the normalized score e / d(x), d the input's roughness (the bound
     # holds iff e / d <= q, and bound / error = q / (e / d))
     named = {"relative_l2": lambda c: parts["relative_l2"],
              "relative_l2/roughness": lambda c: parts["relative_l2"] / parts["difficulty"][:, None]}
@@ -125,13 +125,13 @@ def shift(run: str, cal_path: str, test_path: str, frames: int | None) -> dict[s
     flags = flag_shifted(test["statistics"], cal["statistics"])
     out: dict[str, Any] = {"calibration": cal_meta, "test": test_meta, "flagged_share": float(flags.double().mean()),
                            "coverage": {}}
-    normalised = {part: p["relative_l2"] / p["difficulty"][:, None] for part, p in (("cal", cal), ("test", test))}
+    normalized = {part: p["relative_l2"] / p["difficulty"][:, None] for part, p in (("cal", cal), ("test", test))}
     for c in COVERAGES:
         q = conformal_quantile(cal["relative_l2"], c)
         inside = (test["relative_l2"] <= q).double()
-        inside_normalised = (normalised["test"] <= conformal_quantile(normalised["cal"], c)).double()
+        inside_normalized = (normalized["test"] <= conformal_quantile(normalized["cal"], c)).double()
         out["coverage"][str(c)] = {
-            "roughness_mean": float(inside_normalised.mean()),
+            "roughness_mean": float(inside_normalized.mean()),
             "bound": q.tolist(), "per_frame": inside.mean(dim=0).tolist(), "mean": float(inside.mean()),
             "unflagged": float(inside[~flags].mean()) if (~flags).any() else None,
             "median_error_over_bound": float((test["relative_l2"] / q).median())}
@@ -181,12 +181,12 @@ def markdown(result: dict[str, Any]) -> str:
     return page(lines)
 
 
-NOTE = ("Coverage: the share of test samples whose relative L2 error (pointwise: whose normalised error at the "
+NOTE = ("Coverage: the share of test samples whose relative L2 error (pointwise: whose normalized error at the "
         "point level of the coverage) is at most the split-conformal bound of the calibration half, per frame of a "
         "rollout; mean, standard deviation and range over the splits of the mean over frames, and the worst frame's "
         "mean over splits. The guarantee is the lower end of the target; the upper end holds for continuous scores on "
         "average over calibration draws. Sharpness: median over test samples and splits of bound / true error (the "
-        "pointwise score: of the band's normalised width over the sample's normalised error at that level); nearer 1 "
+        "pointwise score: of the band's normalized width over the sample's normalized error at that level); nearer 1 "
         "is sharper, and below 1 for about 1 - c of the samples by construction. Small data and short trainings on a "
         "shared 2-core CPU (benchmarks/trust/README.md): the surrogates are weak, which the bounds must report, not "
         "hide.")

@@ -226,7 +226,7 @@ NOTE = ("Solving all: every test sample solved again by opformer.pde.resolve wit
         "predictions, the bounds, the solves of the samples sent to the solver, writing the output). Tolerances are "
         "multiples of the plain bound (the relative-L2 score's at 0.9, largest frame). The plain score's bound is one "
         "number per frame for every input, so at a tolerance below it every sample goes to the solver and above it "
-        "only the samples flagged as unlike the calibration data do; the roughness-normalised score (where calibration "
+        "only the samples flagged as unlike the calibration data do; the roughness-normalized score (where calibration "
         "selected it on the validation split) bounds each input by its own roughness, and the tolerance splits them. "
         "Trajectories: a sample goes to the solver when any frame's joint bound (the bounds that hold for every frame "
         "at once, `predict --joint`) exceeds the tolerance; its error is its largest over the frames; the tolerances "

@@ -58,7 +58,7 @@ class ChannelFirst(torch.nn.Module):
         return self.surrogate(x.movedim(1, -1)).movedim(-1, 1)
 
 
-class Normalised(torch.nn.Module):
+class Normalized(torch.nn.Module):
     """A model of inputs standardised by a fixed mean and deviation (UQNO's residual model takes physical input)."""
 
     def __init__(self, model: torch.nn.Module, mean: float, std: float) -> None:
@@ -103,7 +103,7 @@ def train_residual(x: torch.Tensor, error: torch.Tensor, level: float, epochs: i
             pinball(model(inputs[batch]), target[batch], level).backward()
             optimizer.step()
         schedule.step()
-    return Normalised(model, mean, std).eval(), time.perf_counter() - began, scale
+    return Normalized(model, mean, std).eval(), time.perf_counter() - began, scale
 
 
 def main() -> None:

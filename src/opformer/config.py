@@ -26,7 +26,7 @@ from opformer.validate import (Fraction, GridSize, Length, NonNegativeFloat, Non
 
 @dataclass
 class DataConfig:
-    """Which data file, which grid, which samples, which normalisation."""
+    """Which data file, which grid, which samples, which normalization."""
 
     path: str = ""
     resolution: GridSize | None = None  # training grid points per axis; None = as stored
@@ -37,7 +37,7 @@ class DataConfig:
     normalize_target: Literal["none", "pointwise", "channel"] = "none"
     direction: Literal["forward", "inverse"] = "forward"  # inverse: learn stored target -> stored input
     target_resolution: GridSize | None = None  # target on a coarser closed grid, by block averages (inverse Darcy)
-    input_noise: NonNegativeFloat = 0.0  # eps: inputs get eps * N(0, 1) after normalisation, in training and evaluation
+    input_noise: NonNegativeFloat = 0.0  # eps: inputs get eps * N(0, 1) after normalization, in training and evaluation
     boundary: Literal["none", "dirichlet"] = "none"  # dirichlet: the output is set to zero on the boundary
     # a mixture of trajectory files in place of path (opformer.data.mixture): each resized to resolution
     mixture: list[MixtureMember] = field(default_factory=list)

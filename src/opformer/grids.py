@@ -1,6 +1,6 @@
 """Grids: sub-sampling arithmetic, finite differences and block averages of channel-last fields.
 
-Shared by data loading, normalisers, losses, models and evaluation; depends on nothing but torch."""
+Shared by data loading, normalizers, losses, models and evaluation; depends on nothing but torch."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_batches_cover_every_sample_once(toy_file):
     assert sorted(seen[:, 0, 0].tolist()) == sorted(data.inputs[:, 0, 0].tolist())
 
 
-def test_pointwise_normaliser_round_trip_and_striding():
+def test_pointwise_normalizer_round_trip_and_striding():
     data = torch.randn(50, 16, 2) * torch.linspace(1, 3, 16)[None, :, None] + 5
     norm = UnitGaussianNormalizer("pointwise", (16,), 2, (True,)).fit(data)
     z = norm.encode(data)
@@ -45,7 +45,7 @@ def test_pointwise_normaliser_round_trip_and_striding():
     torch.testing.assert_close(norm.decode(z), data)
     coarse = data[:, ::4]
     torch.testing.assert_close(norm.encode(coarse), z[:, ::4], rtol=0, atol=0)  # strided: the very statistics
-    with pytest.raises(DataError, match="normaliser: fitted on 1D data, got 2D"):
+    with pytest.raises(DataError, match="normalizer: fitted on 1D data, got 2D"):
         norm.encode(torch.zeros(1, 4, 4, 2))
 
 
@@ -64,7 +64,7 @@ def test_pointwise_statistics_are_interpolated_to_any_grid_of_the_domain():
     assert periodic.decode(torch.zeros(1, 8, 1))[0, :, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 3]
 
 
-def test_channel_normaliser_uses_one_statistic_per_channel():
+def test_channel_normalizer_uses_one_statistic_per_channel():
     data = torch.stack([torch.full((4, 8), 2.0), torch.arange(32.0).reshape(4, 8)], dim=-1)
     norm = UnitGaussianNormalizer("channel", (8,), 2, (True,)).fit(data)
     assert norm.mean.tolist() == pytest.approx([2.0, 15.5])

@@ -23,7 +23,7 @@ STREAM = 1e-9
                                      {"direction": "inverse", "target_resolution": 5, "resolution": 9}])
 def test_streamed_pairs_are_the_split_held_whole(darcy_file, options):
     """Batches in a shuffled order, the inverse map and the block-averaged coarse target: bit-identical inputs,
-    targets and target gradients, and the same chunks of normaliser data."""
+    targets and target gradients, and the same chunks of normalizer data."""
     sizes = {"n_train": 8, "n_val": 2, "n_test": 2}
     whole = load_split(darcy_file, "train", **sizes, **options)
     layout = PairLayout.of(read_info(darcy_file), options.get("resolution"), options.get("target_resolution"),
@@ -86,7 +86,7 @@ def _same_run(run, reference):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_streaming_run_trains_the_model_of_a_run_held_in_memory(tmp_path, darcy_file, darcy_config, heat_file,
                                                                    mixture_config, toy_mixture, workers):
-    """Point-wise normalisers and input noise (inverse Darcy), channel normalisers with random windows and
+    """Point-wise normalizers and input noise (inverse Darcy), channel normalizers with random windows and
     pushforward (heat), a mixture: the same metrics and weights, bit for bit, read in the loop or by workers."""
     heat = {"seed": 0, "model": {"name": "fno2d_time", "width": 4, "modes": 2, "n_layers": 1},
             "data": {"path": str(heat_file), "n_train": 6, "n_val": 2, "n_test": 2, "resolution": 8,

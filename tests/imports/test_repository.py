@@ -34,7 +34,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny trained 2D run with pointwise normalisers (non-trivial statistics) and a Dirichlet output."""
+    """A tiny trained 2D run with pointwise normalizers (non-trivial statistics) and a Dirichlet output."""
     from tests.toy_data import tiny_darcy_config, write_toy_darcy
 
     folder = tmp_path_factory.mktemp("trained")

@@ -1,4 +1,4 @@
-"""The surrogate: normalisers around the model, and zero channels padded for a model with more channels."""
+"""The surrogate: normalizers around the model, and zero channels padded for a model with more channels."""
 
 import pytest
 import torch

@@ -33,7 +33,7 @@ def test_regular_scheme_post_layer_norm():
     torch.testing.assert_close(layer(x, pos), expected)
 
 
-def test_regular_scheme_output_is_normalised_per_token():
+def test_regular_scheme_output_is_normalized_per_token():
     layer = SimpleEncoderLayer(8, 1, 16, "galerkin", "regular")
     out = layer(torch.randn(2, 9, 8) * 10 + 3, torch.rand(9, 1))
     torch.testing.assert_close(out.mean(-1), torch.zeros(2, 9), atol=1e-5, rtol=0)

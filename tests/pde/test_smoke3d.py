@@ -153,7 +153,7 @@ def test_samples_do_not_depend_on_chunks_batches_or_threads_and_a_set_stop_ends_
 
 def test_the_initial_smoke_is_the_same_field_on_every_grid():
     # The noise is a sum of the modes |m_i| <= 8 evaluated at the cell centres, and a grid of more than 16 cells
-    # per axis sums each mode's square exactly, so its normalisation (mean 0, standard deviation 1) is the field's
+    # per axis sums each mode's square exactly, so its normalization (mean 0, standard deviation 1) is the field's
     # own: the centres of a 16^3 grid are every third centre of a 48^3 one, and the values agree (measured 6e-15;
     # 3.4e-7 between 8^3 and 24^3, where the 8^3 grid aliases the top modes).
     fine = initial_smoke3d(np.random.default_rng(7), 48)

@@ -45,7 +45,7 @@ def test_operator_task_sizes_spec_and_validation_metric(darcy_file, darcy_config
     assert (spec["input_channels"], spec["target_channels"]) == (["u"], ["a"])
     x, y, dy = task.fetch(task.plan(0, torch.Generator().manual_seed(0))[0])
     assert x.shape == (3, 9, 9, 1) and y.shape == (3, 5, 5, 1)
-    # the point-wise normalisers see the stored grid, not the training one
+    # the point-wise normalizers see the stored grid, not the training one
     inputs, targets = next(iter(task.normalizer_chunks()))
     assert inputs.shape[1:3] == (17, 17) and targets.shape[1:3] == (5, 5)
     surrogate = surrogate_for(task, raw["model"])

@@ -81,7 +81,7 @@ def test_plot_writes_2d_prediction_maps(tmp_path, darcy_file, darcy_config):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in paths)
 
 
-def test_a_pointwise_normalised_run_is_evaluated_zero_shot_on_a_finer_file(tmp_path, darcy_config, darcy_writer):
+def test_a_pointwise_normalized_run_is_evaluated_zero_shot_on_a_finer_file(tmp_path, darcy_config, darcy_writer):
     coarse = darcy_writer(tmp_path / "coarse.h5", n=9)
     fine = darcy_writer(tmp_path / "fine.h5", n=17)  # the same fields (same seed) on a grid twice as fine
     config = darcy_config(coarse, epochs=2)

@@ -213,7 +213,7 @@ def test_the_sharper_score_is_selected_on_held_out_samples_and_used_by_the_bound
 
 
 @pytest.mark.slow
-def test_the_normalised_bound_reaches_the_nominal_coverage():
+def test_the_normalized_bound_reaches_the_nominal_coverage():
     """Calibrations of synthetic models whose error follows the input's roughness: over many draws, a new sample's
     error lies under its own bound (quantile of error / roughness, times its roughness) with probability k / (n + 1)."""
     n, draws, coverage = 19, 150, 0.9

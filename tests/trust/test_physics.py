@@ -1,5 +1,5 @@
 """The physics estimates: exact on manufactured solutions (zero residual for an exact solution, the known value for
-a known perturbation), the solver's own scheme, the rank arithmetic of normalised scores, a synthetic shift
+a known perturbation), the solver's own scheme, the rank arithmetic of normalized scores, a synthetic shift
 flagged."""
 
 import math
@@ -14,7 +14,7 @@ from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, solve_navier_st
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.physics import (KOLMOGOROV_FORCING, Vorticity, darcy_error_estimate, darcy_estimates,
                                     darcy_residual, forecast_estimates, history_estimates, inverse_laplacian,
-                                    normalised_scores, outside_range, vorticity_physics)
+                                    normalized_scores, outside_range, vorticity_physics)
 
 
 def interior_field(generator: torch.Generator, n: int, batch: int = 2) -> torch.Tensor:
@@ -159,24 +159,24 @@ def test_a_history_at_another_viscosity_is_flagged():
     assert outside_range(shifted, calibration).all()
 
 
-def test_normalised_scores_keep_the_rank_arithmetic():
+def test_normalized_scores_keep_the_rank_arithmetic():
     errors = torch.tensor([0.1, 0.4, 0.2, 0.8, 0.3, 0.6, 0.5, 0.9, 0.7])
     estimates = torch.tensor([1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0])
-    scores = normalised_scores(errors, estimates)
+    scores = normalized_scores(errors, estimates)
     assert torch.allclose(scores, (errors / estimates).double())
     assert conformal_rank(9, 0.8) == 8  # ceil(10 * 0.8)
     q = conformal_quantile(scores, 0.8)
     assert q.item() == pytest.approx(sorted(scores.tolist())[7])
-    assert normalised_scores(torch.zeros(1), torch.zeros(1)).item() == 0
-    assert math.isinf(normalised_scores(torch.ones(1), torch.zeros(1)).item())
+    assert normalized_scores(torch.zeros(1), torch.zeros(1)).item() == 0
+    assert math.isinf(normalized_scores(torch.ones(1), torch.zeros(1)).item())
 
 
-def test_normalised_bounds_cover_a_heteroscedastic_model_at_the_conformal_rate():
+def test_normalized_bounds_cover_a_heteroscedastic_model_at_the_conformal_rate():
     g = torch.Generator().manual_seed(4)
     n, trials, coverage = 19, 4000, 0.9
     estimates = torch.rand(trials, n + 1, generator=g, dtype=torch.float64) * 10 + 0.1
     errors = estimates * torch.randn(trials, n + 1, generator=g, dtype=torch.float64).abs()
-    scores = normalised_scores(errors[:, :n], estimates[:, :n]).T
+    scores = normalized_scores(errors[:, :n], estimates[:, :n]).T
     bounds = conformal_quantile(scores, coverage) * estimates[:, n]
     covered = (errors[:, n] <= bounds).double().mean().item()
     assert abs(covered - conformal_rank(n, coverage) / (n + 1)) < 0.015  # 18 / 20 = 0.9, 3 standard errors

@@ -1,4 +1,4 @@
-"""The scores normalised by the physics estimate (``residual``) and by the backtest, through a calibration: exact rank
+"""The scores normalized by the physics estimate (``residual``) and by the backtest, through a calibration: exact rank
 arithmetic, the conformal rate on a heteroscedastic model, storage, the flag from the estimates, and calibrations
 written before them."""
 
@@ -63,7 +63,7 @@ def test_the_backtest_score_keeps_the_rank_arithmetic_through_a_calibration():
     assert bool((joint(given[:2], preds[:2], new).relative_l2 >= bounds.relative_l2 - 1e-12).all())
 
 
-def test_normalised_bounds_through_a_calibration_cover_a_heteroscedastic_model_at_the_conformal_rate():
+def test_normalized_bounds_through_a_calibration_cover_a_heteroscedastic_model_at_the_conformal_rate():
     g = torch.Generator().manual_seed(2)
     n, trials, coverage = 19, 600, 0.9
     covered = 0
@@ -177,7 +177,7 @@ def test_new_scores_and_estimates_are_stored_and_read_back(operator_run):
     assert (loaded.score, loaded.scale, loaded.physics, loaded.backtest) == ("residual", "rms", DARCY, 0)
     assert loaded.offered == expected.offered
     for name in ("residual",):
-        torch.testing.assert_close(loaded.normalised_by[name], expected.normalised_by[name])
+        torch.testing.assert_close(loaded.normalized_by[name], expected.normalized_by[name])
         torch.testing.assert_close(loaded.joint[name], expected.joint[name])
         torch.testing.assert_close(loaded.frame_scale[name], expected.frame_scale[name])
     torch.testing.assert_close(loaded.estimates["residual"], expected.estimates["residual"])

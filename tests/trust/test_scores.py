@@ -23,7 +23,7 @@ def test_local_scale_is_the_box_mean_of_the_magnitude_plus_a_floor():
     assert torch.allclose(local_scale(pred, "local")[0, :, 0], expected.double())
 
 
-def test_pointwise_scores_are_order_statistics_of_the_normalised_errors():
+def test_pointwise_scores_are_order_statistics_of_the_normalized_errors():
     truth = torch.zeros(1, 10, 1, dtype=torch.float64)
     pred = torch.ones(1, 10, 1, dtype=torch.float64)
     truth[0, :, 0] = 1 - torch.arange(10, dtype=torch.float64) / 10  # |pred - truth| = 0.0, 0.1, ..., 0.9; rms scale 1

@@ -49,7 +49,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES
                      ) -> list[dict[str, Any]]:
-    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with a normalised
+    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with a normalized
     score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``); a rollout's
     rows also the joint bound (holding for every frame at once)."""
     from opformer.trust.conformal import expected_coverage

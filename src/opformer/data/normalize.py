@@ -1,4 +1,4 @@
-"""Unit-Gaussian normalisers, stored inside the surrogate (and so in every checkpoint)."""
+"""Unit-Gaussian normalizers, stored inside the surrogate (and so in every checkpoint)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from opformer.errors import DataError
 from opformer.grids import Kind, interpolate_axis, kind_of
 
 
-#: samples per chunk of a normaliser's statistics (:meth:`UnitGaussianNormalizer.fit`)
+#: samples per chunk of a normalizer's statistics (:meth:`UnitGaussianNormalizer.fit`)
 NORMALIZER_CHUNK = 16
 
 
@@ -30,7 +30,7 @@ class UnitGaussianNormalizer(nn.Module):
                  eps: float = 1e-5) -> None:
         super().__init__()
         if mode not in ("none", "pointwise", "channel"):
-            raise DataError(f"normaliser mode {mode!r}: expected none, pointwise or channel")
+            raise DataError(f"normalizer mode {mode!r}: expected none, pointwise or channel")
         self.mode = mode
         self.eps = eps
         self.periodic = tuple(kind_of(kind) for kind in periodic)
@@ -50,14 +50,14 @@ class UnitGaussianNormalizer(nn.Module):
             return self.mean, self.std
         spatial = tuple(x.shape[1:-1])
         if len(spatial) != len(self.periodic):
-            raise DataError(f"normaliser: fitted on {len(self.periodic)}D data, got {len(spatial)}D")
+            raise DataError(f"normalizer: fitted on {len(self.periodic)}D data, got {len(spatial)}D")
         mean, std = self.mean, self.std
         for axis, (m, kind) in enumerate(zip(spatial, self.periodic)):
             mean, std = (interpolate_axis(s, axis, m, kind) for s in (mean, std))
         return mean, std
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalise ``x`` (``(batch, *spatial, channels)``)."""
+        """Normalize ``x`` (``(batch, *spatial, channels)``)."""
         if self.mode == "none":
             return x
         mean, std = self._stats(x)
@@ -72,7 +72,7 @@ class UnitGaussianNormalizer(nn.Module):
 
 
 class _Moments:
-    """Float64 sums of a normaliser's statistics over chunks of samples, about the first chunk's mean (so the
+    """Float64 sums of a normalizer's statistics over chunks of samples, about the first chunk's mean (so the
     sums of squares do not cancel)."""
 
     def __init__(self, pointwise: bool) -> None:

@@ -56,7 +56,7 @@ def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device:
             progress: Callable[[int], object] | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
 
-    ``noise`` (the shape of ``inputs``, optional) is added to the normalised inputs (see :class:`Surrogate`).
+    ``noise`` (the shape of ``inputs``, optional) is added to the normalized inputs (see :class:`Surrogate`).
     ``progress`` is called with the number of samples of each finished batch.
     """
     surrogate.eval()

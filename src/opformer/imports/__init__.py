@@ -14,7 +14,7 @@ key or wrong shape is a one-line error naming the first, and then nothing is wri
 The run directory (:func:`write_run`) is the one training writes, so ``evaluate``, ``predict``, ``plot``,
 ``bench --models RUN`` and fine-tuning (``init: {checkpoint: RUN}``) take it: ``config.yaml`` (the model, its
 ``rollout`` window, and ``imported``: format, source file, its SHA-256, the preset the shapes match and, for a
-Hub file, the commit), ``best.pt`` (a checksummed checkpoint with the surrogate's spec: no normalisation, the
+Hub file, the commit), ``best.pt`` (a checksummed checkpoint with the surrogate's spec: no normalization, the
 model's channels), ``summary.json`` (parameters, no epochs) and ``run.json`` (one record: the command, versions,
 and the source). It is written into a temporary sibling folder and renamed into place, so a failed import leaves
 nothing.
@@ -123,7 +123,7 @@ def convert_file(fmt: str, path: str | os.PathLike, *, config: str | None = None
 
 
 def build_surrogate(imported: Imported) -> Surrogate:
-    """The surrogate (identity normalisers) holding the converted weights, in eval mode."""
+    """The surrogate (identity normalizers) holding the converted weights, in eval mode."""
     spec = {"model": dict(imported.config), "normalize_input": "none", "normalize_target": "none",
             "data": imported.data, "boundary": "none"}
     with torch.device("meta"):  # no random initialisation of weights that are replaced at once

@@ -58,7 +58,7 @@ def _check_args(args: dict[str, Any] | None, where: str) -> None:
         if args.get(key, supported) != supported:
             raise CheckpointError(f"{where}: args.{key} is {args[key]!r}; opformer's DPOT has {supported!r} only")
     if args.get("normalize"):
-        raise CheckpointError(f"{where}: args.normalize is {args['normalize']!r}: the per-sample normalisation and "
+        raise CheckpointError(f"{where}: args.normalize is {args['normalize']!r}: the per-sample normalization and "
                               "AdaIN layers are not in opformer's DPOT (every released model has them off)")
 
 
@@ -69,7 +69,7 @@ def infer_config(state: Mapping[str, Tensor], args: dict[str, Any] | None, where
     _check_args(args, where)
     if any(key.startswith("scale_feats_") for key in state):
         raise CheckpointError(f"{where}: holds scale_feats_mu/sigma (a model built with normalize=True): the "
-                              "per-sample normalisation and AdaIN layers are not in opformer's DPOT")
+                              "per-sample normalization and AdaIN layers are not in opformer's DPOT")
     if "time_agg_layer.w" in state and "time_agg_layer.gamma" not in state:
         raise CheckpointError(f"{where}: time_agg_layer has no gamma (time_agg='mlp'); opformer's DPOT has the "
                               "authors' default 'exp_mlp' only")

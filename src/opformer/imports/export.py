@@ -3,10 +3,10 @@ opformer``, :mod:`opformer.imports.repository`, reads one back as a run director
 
 The repository (format ``opformer-model``, :data:`FORMAT_VERSION`)::
 
-    DIR/model.safetensors  the surrogate's tensors: the model's weights and the normalisers' mean and std
+    DIR/model.safetensors  the surrogate's tensors: the model's weights and the normalizers' mean and std
                            (safetensors: raw tensors and a JSON header, nothing to unpickle)
     DIR/config.json        format and format_version, the opformer version that wrote it, the surrogate's
-                           spec (model config, normalisation, data signature: channels, grid, boundary), the
+                           spec (model config, normalization, data signature: channels, grid, boundary), the
                            run config, the data file's description (PDE, solver, domain), training (epoch,
                            best validation error, history, summary, sessions), test metrics if given, and the
                            SHA-256 of model.safetensors
@@ -147,7 +147,7 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
              "`opformer predict RUN ...`.", "",
              "## Model", "",
              f"- `{model}`, {parameters:,} parameters; its full configuration is `spec.model` in config.json",
-             f"- normalisation: input `{spec['normalize_input']}`, target `{spec['normalize_target']}` (the "
+             f"- normalization: input `{spec['normalize_input']}`, target `{spec['normalize_target']}` (the "
              "statistics are in model.safetensors); output boundary condition: "
              f"`{spec.get('boundary', 'none')}`", "",
              "## Data", "",

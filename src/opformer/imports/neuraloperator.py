@@ -2,7 +2,7 @@
 
 The configurations are those opformer's FNO has, as ``opformer.bench.peers`` builds neuraloperator's: the lifting
 a single 1x1 layer (``lifting_channel_ratio=0``), the grid positional embedding (``i / n`` per axis, appended after
-the input channels: opformer's periodic coordinates), ``fno_skip="linear"``, no channel MLP, no normalisation,
+the input channels: opformer's periodic coordinates), ``fno_skip="linear"``, no channel MLP, no normalization,
 padding or factorisation, ReLU after every layer but the last, a two-layer projection. Per layer
 neuraloperator's ``conv(x) + skip(x)`` (the spectral convolution's bias, the skip without one) is opformer's
 ``spectral(x) + Linear(x)``: the skip is the linear layer's weight, the convolution's bias its bias.

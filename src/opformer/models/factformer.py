@@ -235,7 +235,7 @@ class FactFormerTime(nn.Module):
         h = crop_domain(self.encoder(pad_domain(h, (False,) * self.ndim, self.padding), axes), shape)
         if self.cnn is not None:
             h = torch.cat([self.cnn(h), h], dim=-1)
-        # the shared decoder normalises each latent state on its own; decoding the states one by one (rather
+        # the shared decoder normalizes each latent state on its own; decoding the states one by one (rather
         # than stacked, steps on the batch axis) saves two copies of all of them
         frames = [self.head(group_norm_last(z, self.decoder_groups, self.decoder_norm))
                   for z in self.marcher(self.expand(h))]

@@ -1,4 +1,4 @@
-"""A trained surrogate: input normaliser -> model -> target de-normaliser, rebuilt from plain config."""
+"""A trained surrogate: input normalizer -> model -> target de-normalizer, rebuilt from plain config."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def channel_padding(model_config: dict[str, Any], data: dict[str, Any]) -> int:
 class Surrogate(nn.Module):
     """What is trained, checkpointed and applied: ``decode(model(encode(x)))`` in physical units.
 
-    ``spec`` is a JSON-serialisable description (model config, normaliser settings, data signature, output
+    ``spec`` is a JSON-serialisable description (model config, normalizer settings, data signature, output
     boundary condition) from which :meth:`from_spec` rebuilds an identical module without the original YAML.
-    With ``spec["boundary"] == "dirichlet"`` the de-normalised output is set to zero on the boundary. A model
-    with more channels than the data (:func:`channel_padding`) gets the normalised input with zero channels
+    With ``spec["boundary"] == "dirichlet"`` the de-normalized output is set to zero on the boundary. A model
+    with more channels than the data (:func:`channel_padding`) gets the normalized input with zero channels
     appended, and its output's first channels (the data's) are the prediction. A time model (one that takes
     ``t_in`` frames: DPOT, FNO2d-time) on operator data (input -> target pairs, no ``t_in`` in the data
     signature) sees each input as one frame and returns one: the steady transfer of DPOT (Hao et al. 2024).
@@ -77,7 +77,7 @@ class Surrogate(nn.Module):
     def forward(self, x: torch.Tensor, input_noise: torch.Tensor | None = None) -> torch.Tensor:
         """Predict targets in physical units from inputs in physical units (channel-last).
 
-        ``input_noise`` (the shape of ``x``) is added to the *normalised* input: with a point-wise normaliser,
+        ``input_noise`` (the shape of ``x``) is added to the *normalized* input: with a point-wise normalizer,
         ``eps * N(0, 1)`` there is noise of ``eps`` times the training data's per-point standard deviation.
         """
         z = self.input_normalizer.encode(x)

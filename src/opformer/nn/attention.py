@@ -95,7 +95,7 @@ def galerkin_gram(k: Tensor, v: Tensor, pos: Tensor | None) -> Tensor:
 
 
 class HeadwiseLayerNorm(nn.Module):
-    """Layer normalisation of each head's features with its own affine parameters.
+    """Layer normalization of each head's features with its own affine parameters.
 
     Same parameters as ``n_head`` separate ``LayerNorm(d_head)`` (stored as ``(n_head, 1, d_head)``);
     input ``(..., n_head, d_head)``, i.e. heads split off the last axis of a ``(batch, N, d)`` tensor.
@@ -108,7 +108,7 @@ class HeadwiseLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n_head, 1, d_head))
 
     def forward(self, x: Tensor) -> Tensor:
-        """Normalise the last axis of ``x`` and apply the per-head scale and shift."""
+        """Normalize the last axis of ``x`` and apply the per-head scale and shift."""
         n_head, _, d_head = self.weight.shape
         weight, bias = self.weight.view(n_head, d_head), self.bias.view(n_head, d_head)
         if n_head == 1:  # one fused kernel, affine included
@@ -120,7 +120,7 @@ class SimpleAttention(nn.Module):
     """Multi-head simple attention (Cao 2021, section 4.1) with coordinates in every head.
 
     Q, K, V = ``Linear(d, d)`` split into ``n_head`` heads of ``d_head = d / n_head``. With the
-    galerkin norm scheme, K and V (galerkin, linear) or Q and K (fourier, softmax) are layer-normalised
+    galerkin norm scheme, K and V (galerkin, linear) or Q and K (fourier, softmax) are layer-normalized
     per head. The ``pos_dim`` coordinates are then concatenated in front of Q, K and V of every head,
     so each head works in ``e = d_head + pos_dim``:
 
@@ -179,7 +179,7 @@ class SimpleAttention(nn.Module):
             nn.init.zeros_(linear.bias)
 
     def _project(self, name: str, x: Tensor) -> Tensor:
-        """Project ``x`` with the named linear map, layer-normalised per head if configured.
+        """Project ``x`` with the named linear map, layer-normalized per head if configured.
 
         Returns ``(batch, N, n_head, d_head)`` (a view of the ``(batch, N, d)`` projection).
         """
@@ -224,7 +224,7 @@ class SimpleAttention(nn.Module):
         ``W_o = [W_o,1 ... W_o,h]`` split by head, the layer is ``sum_h Q'_h (A_h W_o,h^T) + b_o`` with
         ``A_h = drop(K'_h^T V'_h / N)``. ``A_h`` is assembled from the blocks ``pos^T pos``, ``pos^T V_h``,
         ``K_h^T pos`` and ``K_h^T V_h`` (no concatenated copies of K and V), and since Q is not
-        normalised, ``Q_h = x W_q,h^T + b_q,h`` is folded in: ``out = x G + c + pos P`` with per-sample
+        normalized, ``Q_h = x W_q,h^T + b_q,h`` is folded in: ``out = x G + c + pos P`` with per-sample
         ``G = W_q^T M_q`` (d x d), ``c = b_q M_q + b_o`` and ``P = sum_h M_h[:pos_dim]``, where
         ``M_h = A_h W_o,h^T``. Same function as the per-head formula, fewer products over N. With ``residual``,
         ``x + out = x (G + I) + c + pos P``.

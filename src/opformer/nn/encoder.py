@@ -14,7 +14,7 @@ from opformer.nn.mlp import FeedForward
 class SimpleEncoderLayer(nn.Module):
     """One encoder layer on tokens ``(batch, N, d_model)`` with coordinates ``(N or batch, N, pos_dim)``.
 
-    Galerkin norm scheme (normalisation inside the attention, none on the residual stream)::
+    Galerkin norm scheme (normalization inside the attention, none on the residual stream)::
 
         x = x + drop(attn(x, pos));  x = x + drop(ffn(x))
 

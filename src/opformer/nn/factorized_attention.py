@@ -165,7 +165,7 @@ class FactorizedAttention(nn.Module):
 
 
 def group_norm_last(x: Tensor, groups: int, norm: nn.GroupNorm | None = None, eps: float = 1e-5) -> Tensor:
-    """Group normalisation of a channel-last ``x`` ``(batch, *spatial, c)`` over each group's channels and the
+    """Group normalization of a channel-last ``x`` ``(batch, *spatial, c)`` over each group's channels and the
     grid (``norm``'s affine parameters and eps if given)."""
     weight, bias, eps = (None, None, eps) if norm is None else (norm.weight, norm.bias, norm.eps)
     return F.group_norm(x.movedim(-1, 1), groups, weight, bias, eps).movedim(1, -1)
@@ -186,7 +186,7 @@ def head_norm(x: Tensor, groups: int, eps: float = 1e-8) -> Tensor:
 
 class MixerBlock(nn.Module):
     """``u + f(IN(mixer(LN(u))))`` (eq. 10) for a token mixer mapping ``(batch, *spatial, d)`` to ``width``
-    features in ``n_head`` groups; ``IN`` normalises each head over its features and the grid, without affine
+    features in ``n_head`` groups; ``IN`` normalizes each head over its features and the grid, without affine
     (:func:`head_norm`, the authors' ``GroupNorm(domain_wise=True)``); ``f = Linear(width, d) -> GELU ->
     Linear(d, d)``, no biases.
     """

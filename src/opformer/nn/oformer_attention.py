@@ -1,11 +1,11 @@
 """Full-grid softmax-free linear attention with RoPE: FactFormer's comparison model (Li et al. 2023, section 4.3).
 
-(Not the ``linear`` type of :mod:`opformer.nn.attention`, the Galerkin Transformer paper's softmax-normalised
+(Not the ``linear`` type of :mod:`opformer.nn.attention`, the Galerkin Transformer paper's softmax-normalized
 linear attention; a FactFormer config selects this module with ``attention: linear``.)
 
 The paper swaps the factorised attention for the attention of OFormer (its eq. 4) over all ``N`` grid points,
-with the same heads: ``Z = (1/N) rope(Q) (rope(K)^T V)`` per head, ``K`` and ``V`` normalised column-wise
-(instance normalisation over the grid points, no affine). The kernel ``rope(Q) rope(K)^T`` is never formed:
+with the same heads: ``Z = (1/N) rope(Q) (rope(K)^T V)`` per head, ``K`` and ``V`` normalized column-wise
+(instance normalization over the grid points, no affine). The kernel ``rope(Q) rope(K)^T`` is never formed:
 ``K^T V`` costs ``N D^2`` per head, as does its product with ``Q``.
 
 RoPE on an n-D grid splits each head's ``D`` features into ``n`` equal groups; group ``m`` is rotated by the
@@ -24,7 +24,7 @@ from opformer.nn.rope import AxisRotaryEmbedding
 
 
 def instance_norm_points(t: Tensor, eps: float = 1e-5) -> Tensor:
-    """Normalise every feature of ``t`` ``(batch, head, N, D)`` over the ``N`` points: zero mean, unit variance.
+    """Normalize every feature of ``t`` ``(batch, head, N, D)`` over the ``N`` points: zero mean, unit variance.
 
     Two passes (mean, then the mean square of the centred values): as accurate as ``var_mean`` and, on this
     strided layout, 2x faster on a CPU.

@@ -46,7 +46,7 @@ SMOKE_FRAME_EVERY, CONDITIONED_FRAME_EVERY = 4, 1
 #: NS-cond's buoyancy range (PDEArena draws one per 32 trajectories; we draw one per trajectory).
 BUOYANCY_RANGE = (0.2, 0.5)
 #: phiflow's ``Noise(scale=11, smoothness=6)`` initial smoke (its absolute value): Fourier amplitudes
-#: ``(|m| scale / L)^(-2 smoothness)``, the mean mode removed, normalised to mean 0 and standard deviation 1 on
+#: ``(|m| scale / L)^(-2 smoothness)``, the mean mode removed, normalized to mean 0 and standard deviation 1 on
 #: the grid. Modes beyond ``|m_x|, |m_y| <= NOISE_MODES`` weigh < 1.5e-11 of the lowest and are left out, so a
 #: sample is the same smooth field on every grid.
 NOISE_SCALE, NOISE_SMOOTHNESS, NOISE_MODES = 11.0, 6.0, 8
@@ -61,7 +61,7 @@ def initial_smoke(rng: np.random.Generator, n: int, length: float = LENGTH, ndim
 
     phiflow's noise: complex normal Fourier coefficients of the box's periodic modes ``m`` weighted by
     ``(|m| scale / length)^(-2 smoothness)`` where ``(|m| scale / length)^2 > 0.1`` (phiflow's high-pass; with
-    both papers' settings it drops only the mean), normalised to mean 0 and standard deviation 1 on the grid.
+    both papers' settings it drops only the mean), normalized to mean 0 and standard deviation 1 on the grid.
     Modes beyond ``|m_i| <= NOISE_MODES`` are left out, so a sample is the same smooth field on every grid.
     """
     m = np.arange(-NOISE_MODES, NOISE_MODES + 1)

@@ -137,7 +137,7 @@ class Context:
         if self.world == 1:
             return module
         ids = [self.device.index] if self.device.type == "cuda" else None
-        # the buffers (normalisers) are fitted alike in every process: no broadcast before each forward
+        # the buffers (normalizers) are fitted alike in every process: no broadcast before each forward
         options = inspect.signature(DistributedDataParallel).parameters
         quiet = {"forward_sync_buffers": False} if "forward_sync_buffers" in options else {"broadcast_buffers": False}
         return DistributedDataParallel(module, device_ids=ids, **quiet)

@@ -388,7 +388,7 @@ class MixtureTask:
         _check_output(model, context, tuple(future.shape[1:]), self.info, "check rollout.t_in/t_out and the model")
 
     def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Nothing to fit (a mixture is not normalised)."""
+        """Nothing to fit (a mixture is not normalized)."""
         return iter(())
 
     def steps_per_epoch(self) -> int:

@@ -23,7 +23,7 @@ class Group:
     axis, one column per rolled-out frame (one for operator runs)."""
 
     relative_l2: torch.Tensor  # (n, frames)
-    normalised: torch.Tensor  # (n, frames): relative L2 over the input's roughness
+    normalized: torch.Tensor  # (n, frames): relative L2 over the input's roughness
     pointwise: dict[str, torch.Tensor]  # scale -> (n, frames, len(POINT_LEVELS))
     statistics: torch.Tensor  # (n, statistics) of the calibration inputs (in sample order)
     difficulty: torch.Tensor  # (n,): the calibration inputs' roughness (in sample order)
@@ -36,8 +36,8 @@ class Group:
     #: calibration written before joint bounds
     joint: dict[str, torch.Tensor] | None = None
     frame_scale: dict[str, torch.Tensor] | None = None  # per-sample score -> (frames,)
-    #: the normalised scores beyond ``roughness`` (``residual``, ``backtest``): score -> (n, frames) sorted
-    normalised_by: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: the normalized scores beyond ``roughness`` (``residual``, ``backtest``): score -> (n, frames) sorted
+    normalized_by: dict[str, torch.Tensor] = field(default_factory=dict)
     #: the calibration inputs' estimates that the flag screens, in sample order: ``residual`` (n, frames),
     #: ``history`` (n,) (given frames against the physics), ``backtest`` (n,) (the surrogate's error on them)
     estimates: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class Group:
     @property
     def offered(self) -> tuple[str, ...]:
         """The per-sample scores this data set's calibration answers."""
-        return (*PLAIN_SCORES, *(name for name in SAMPLE_SCORES if name in self.normalised_by))
+        return (*PLAIN_SCORES, *(name for name in SAMPLE_SCORES if name in self.normalized_by))
 
     def difficulty_of(self, score: str) -> torch.Tensor:
         """The calibration inputs' difficulty for the per-sample ``score``, in sample order (see
@@ -63,7 +63,7 @@ class Group:
         """``(n, frames)``: the sorted calibration scores of the per-sample ``score``."""
         if score == "relative_l2":
             return self.relative_l2
-        return self.normalised if score == "roughness" else self.normalised_by[score]
+        return self.normalized if score == "roughness" else self.normalized_by[score]
 
 
 class Bounds(NamedTuple):
@@ -110,7 +110,7 @@ class Calibration:
 
     def quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2") -> torch.Tensor:
         """``(frames,)``: the conformal quantile of a per-sample score at ``coverage`` for each calibrated frame:
-        for ``relative_l2`` the bound on the relative L2 error itself, for a normalised score its factor (the bound
+        for ``relative_l2`` the bound on the relative L2 error itself, for a normalized score its factor (the bound
         is it times the input's difficulty, :meth:`BoundsAt.sample_bounds`)."""
         return conformal_quantile(self.group(member).sorted_scores(score), coverage, sorted_=True)
 

@@ -23,14 +23,14 @@ from opformer.runtime import resolve_device
 from opformer.trust.bounds import Calibration, Group
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.estimates import backtest_errors, history_of, physics_settings, residual_estimates
-from opformer.trust.physics import normalised_scores
+from opformer.trust.physics import normalized_scores
 from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, PLAIN_SCORES, SCALES, local_scale, point_level,
                                    pointwise_scores, relative_l2)
 from opformer.trust.shift import input_statistics, roughness_of
 from opformer.trust.storage import ESTIMATES, save_calibration
 
 #: The level at which the scores are compared on the validation split (:func:`select`), and the ratio of median
-#: bounds by which the normalised per-sample score must beat the plain one to be chosen (a few validation samples
+#: bounds by which the normalized per-sample score must beat the plain one to be chosen (a few validation samples
 #: rank two close scores by chance).
 SELECTION_COVERAGE, SELECTION_MARGIN = 0.9, 0.9
 
@@ -96,7 +96,7 @@ class Scores:
         return {key: torch.cat(value) for key, value in self.parts.items()}
 
     def difficulties(self) -> dict[str, torch.Tensor]:
-        """What each normalised per-sample score divides the error by, ``(n, 1)`` or ``(n, frames)``."""
+        """What each normalized per-sample score divides the error by, ``(n, 1)`` or ``(n, frames)``."""
         cat = self.joined()
         found = {"roughness": cat["difficulty"][:, None]}
         if "residual" in cat:
@@ -108,7 +108,7 @@ class Scores:
     def sample_scores(self) -> dict[str, torch.Tensor]:
         """Each per-sample score offered (:data:`SAMPLE_SCORES`), ``(n, frames)`` in sample order."""
         errors = self.joined()["relative_l2"]
-        return {"relative_l2": errors, **{name: normalised_scores(errors, estimate.expand_as(errors))
+        return {"relative_l2": errors, **{name: normalized_scores(errors, estimate.expand_as(errors))
                                           for name, estimate in self.difficulties().items()}}
 
     def frame_scales(self) -> dict[str, torch.Tensor]:
@@ -134,7 +134,7 @@ class Scores:
                      {scale: ordered[scale] for scale in SCALES}, cat["statistics"], cat["difficulty"], self.grid,
                      self.channels, chosen.get("score", DEFAULT_SCORE), chosen.get("scale", DEFAULT_SCALE), joint,
                      frame_scale,
-                     normalised_by={name: per_sample[name].sort(dim=0).values for name in per_sample
+                     normalized_by={name: per_sample[name].sort(dim=0).values for name in per_sample
                                     if name not in PLAIN_SCORES},
                      estimates={key: cat[key] for key in ESTIMATES if key in cat},
                      physics=self.physics, backtest=self.backtest)
@@ -143,7 +143,7 @@ class Scores:
 def select(scores: Scores) -> dict[str, Any]:
     """The sharpest per-sample score and pointwise scale on held-out samples (the run's validation split, never the
     calibration samples, so the calibration's guarantee is untouched), each at :data:`SELECTION_COVERAGE` within
-    those samples: the per-sample score with the smallest median ratio of bound to true error (a normalised one
+    those samples: the per-sample score with the smallest median ratio of bound to true error (a normalized one
     only where it beats the plain one by the factor :data:`SELECTION_MARGIN`), the scale with the narrower mean
     band; the defaults where too few samples are held out."""
     cat, c = scores.joined(), SELECTION_COVERAGE
@@ -153,7 +153,7 @@ def select(scores: Scores) -> dict[str, Any]:
         return record
     ratios = {"relative_l2": conformal_quantile(errors, c) / errors}
     for name, estimate in scores.difficulties().items():
-        ratios[name] = conformal_quantile(normalised_scores(errors, estimate.expand_as(errors)), c) * estimate / errors
+        ratios[name] = conformal_quantile(normalized_scores(errors, estimate.expand_as(errors)), c) * estimate / errors
     level = point_level(c)
     widths = {scale: conformal_quantile(cat[scale][:, :, level], c) * cat[f"width_{scale}"] for scale in SCALES}
     record["median_bound_over_error"] = {k: float(v.median()) for k, v in ratios.items()}

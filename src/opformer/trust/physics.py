@@ -17,8 +17,8 @@ its data were made with, computed without the truth.
 Estimates, per sample: of a forecast frame, the residual accumulated over the steps from the last given frame to
 it, over the frame's size (:func:`forecast_estimates`); of the given frames, the mean residual of their steps over
 their size (:func:`history_estimates`): frames evolving under another viscosity or forcing than the calibrated one
-leave a residual that the calibration frames do not have. A normalised conformal score divides an observed error by
-its estimate (:func:`normalised_scores`); its quantile times a new input's estimate is that input's bound.
+leave a residual that the calibration frames do not have. A normalized conformal score divides an observed error by
+its estimate (:func:`normalized_scores`); its quantile times a new input's estimate is that input's bound.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def vorticity_physics(pde: dict[str, Any], n: int, spacing: float) -> Vorticity 
 
 # Scores.
 
-def normalised_scores(errors: torch.Tensor, estimates: torch.Tensor) -> torch.Tensor:
+def normalized_scores(errors: torch.Tensor, estimates: torch.Tensor) -> torch.Tensor:
     """Observed errors over their estimates (float64; an estimate of zero gives ``+inf`` for a non-zero error):
     split conformal on these scores bounds a new error by the quantile times the new input's estimate, with the same
     finite-sample guarantee as the plain errors."""

@@ -2,7 +2,7 @@
 a bound for a new prediction.
 
 - ``relative_l2``: the per-sample relative L2 error ``||pred - truth|| / ||truth||`` (over grid and channels); its
-  quantile is the bound on a new sample's relative L2 error (the same for every input of a frame). Normalised
+  quantile is the bound on a new sample's relative L2 error (the same for every input of a frame). Normalized
   (``roughness``): the error over a difficulty of the input known before solving, its roughness
   (:func:`opformer.trust.shift.roughness`); the bound is the quantile times the new input's roughness. So, where
   they apply, ``residual`` (the physics estimate of the prediction's error) and ``backtest`` (the surrogate's error
@@ -15,7 +15,7 @@ a bound for a new prediction.
     axis, ``r = max(1, n // 16)``) plus ``LOCAL_FLOOR`` times the ``rms`` scale (no zero width where the field
     crosses zero).
 
-  A sample's pointwise score at level ``p`` is the ``ceil(p m)``-th smallest of its ``m`` normalised errors: the
+  A sample's pointwise score at level ``p`` is the ``ceil(p m)``-th smallest of its ``m`` normalized errors: the
   band ``pred +- q scale`` with ``q`` the conformal quantile of these scores at coverage ``c`` holds, with probability
   at least ``c`` over samples, at least a fraction ``p`` of a new sample's points (``p = 1``: all of them).
 """
@@ -77,7 +77,7 @@ def local_scale(pred: torch.Tensor, scale: str) -> torch.Tensor:
 
 def pointwise_scores(pred: torch.Tensor, truth: torch.Tensor, scale: str,
                      local: torch.Tensor | None = None) -> torch.Tensor:
-    """``(sample, len(POINT_LEVELS))``: each sample's ``ceil(p m)``-th smallest normalised error ``|pred - truth| /
+    """``(sample, len(POINT_LEVELS))``: each sample's ``ceil(p m)``-th smallest normalized error ``|pred - truth| /
     scale`` over its ``m`` grid points and channels, for each level ``p`` of :data:`POINT_LEVELS` (``local``:
     ``local_scale(pred, scale)`` where the caller has it already)."""
     local = local_scale(pred, scale) if local is None else local

@@ -7,7 +7,7 @@
                          opformer.trust.scores), the sorted joint scores (each sample's largest over the frames, a
                          frame's score over its scale) and the frame scales (the validation split's medians),
                          the calibration inputs' statistics (opformer.trust.shift), the grid
-                         and channels; where they apply, the scores normalised by the physics estimate and by the
+                         and channels; where they apply, the scores normalized by the physics estimate and by the
                          backtest (opformer.trust.estimates), the calibration inputs' estimates and the PDE settings
                          they were computed with; and what it was calibrated on: the data files (path, size,
                          modification time), the split, the first frame and the backtest's frames, the samples, the
@@ -16,7 +16,8 @@
 The file is written atomically and read as the checkpoints are (:meth:`opformer.runs.Run.calibration_record`:
 ``torch.load(weights_only=True)``, no code unpickled); it carries a SHA-256 checksum of
 everything it holds (as the checkpoints do, :func:`opformer.runs.checksum`), so a changed byte is an error. Storing
-the scores, not quantiles, keeps every coverage level answerable.
+the scores, not quantiles, keeps every coverage level answerable. The stored keys ``normalised`` and
+``normalised_<score>`` keep the spelling of the first files written.
 """
 
 from __future__ import annotations
@@ -48,13 +49,13 @@ def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
                         for name, g in calibration.groups.items()}}
     payload: dict[str, Any] = {
         "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "meta": json.dumps(meta),
-        "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalised, "statistics": g.statistics,
+        "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalized, "statistics": g.statistics,
                           "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
                           **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
                           **({f"joint_{score}": g.joint[score] for score in g.joint} if g.joint else {}),
                           **({f"frame_scale_{score}": g.frame_scale[score] for score in g.frame_scale}
                              if g.frame_scale else {}),
-                          **{f"normalised_{score}": values for score, values in g.normalised_by.items()},
+                          **{f"normalised_{score}": values for score, values in g.normalized_by.items()},
                           **{f"estimate_{key}": values for key, values in g.estimates.items()}}
                    for name, g in calibration.groups.items()},
     }
@@ -77,7 +78,7 @@ def load_calibration(run: str | os.PathLike | Run) -> Calibration:
                           g["statistics"], g["difficulty"], tuple(int(n) for n in g["grid"]), int(g["channels"]),
                           **meta["chosen"][name], joint=_optional(g, "joint_"),
                           frame_scale=_optional(g, "frame_scale_"),
-                          normalised_by={score: g[f"normalised_{score}"] for score in SAMPLE_SCORES
+                          normalized_by={score: g[f"normalised_{score}"] for score in SAMPLE_SCORES
                                          if f"normalised_{score}" in g},
                           estimates={key: g[f"estimate_{key}"] for key in ESTIMATES if f"estimate_{key}" in g},
                           **_physics(meta, name))
