@@ -564,6 +564,20 @@ def flip_middle(path: Path) -> None:
     path.write_bytes(mutate(data, "flip", len(data) // 2))
 
 
+def flip_largest_tensor(path: Path) -> None:
+    """Invert 16 bytes in the middle of the largest tensor a ``torch.save`` file holds (its stored bytes, not the
+    zip's alignment padding, which no load reads)."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        entry = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = path.read_bytes()
+    name_length, extra_length = struct.unpack("<HH", data[entry.header_offset + 26:entry.header_offset + 30])
+    start = entry.header_offset + 30 + name_length + extra_length
+    path.write_bytes(mutate(data, "flip", start + entry.file_size // 2 - 8))
+
+
 def prepared(steps: list[list[str]], edit: Callable[[Workspace], None],
              case: Callable[[Workspace], dict[str, Any]]) -> Callable[[Workspace], dict[str, Any]]:
     """A case that first runs the CLI ``steps`` (each must succeed) and ``edit``, then ``case``."""
@@ -588,7 +602,7 @@ def forecast_and_sharing_cases() -> list[Case]:
         shutil.copytree(ws.path(RUN), ws.path("runs/calibrated"))
         if ws.cli(["calibrate", "runs/calibrated"]).rc != 0:
             raise SystemExit("campaign: opformer calibrate runs/calibrated failed")
-        flip_middle(ws.path("runs/calibrated/calibration.pt"))
+        flip_largest_tensor(ws.path("runs/calibrated/calibration.pt"))
 
     def newer(ws: Workspace) -> None:
         config = ws.path("exported/newer/config.json")

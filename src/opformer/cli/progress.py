@@ -1,7 +1,7 @@
 """Progress of a command that works through a count of items (samples generated, converted): a tqdm bar on a
-terminal, else a line at every tenth of the count and every ``interval`` seconds (from a timer, also while one
-long block of work has reported nothing), so that a log file (nohup, a batch scheduler) shows the command is alive
-and when it will end."""
+terminal, else a line on stdout (stderr keeps the one-line errors) at every tenth of the count and every
+``interval`` seconds (from a timer, also while one long block of work has reported nothing), so that a log file
+(nohup, a batch scheduler) shows the command is alive and when it will end."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class CountProgress:
     def __init__(self, total: int, desc: str, unit: str = "sample", stream: TextIO | None = None,
                  interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.total, self.desc, self.unit, self.interval, self.clock = total, desc, unit, interval, clock
-        self.stream = stream or sys.stderr
+        self.stream = stream or sys.stdout
         self.done = 0
         self.started = self.last_line = clock()
         self.next_tenth = 1
