@@ -44,6 +44,7 @@ def test_galerkin_attention_flops_match_formula(n_head):
     assert counts[2] - counts[1] == counts[1] - counts[0]
 
 
+@pytest.mark.slow
 def test_product_share_counts_the_products_only():
     a, b = torch.randn(512, 512), torch.randn(512, 512)
     x = torch.randn(2_000_000)

@@ -295,6 +295,7 @@ class _RunsCode:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.slow
 def test_a_foreign_pickle_in_place_of_the_calibration_is_one_line_and_never_runs(operator_run, tmp_path):
     """A calibration.pt that would run code (a pickle of protocol 4, as torch warns of) is refused as the
     checkpoints are: exit 2, one line on stderr (no warning of torch's before it), and the code never ran."""

@@ -94,6 +94,7 @@ class Clock:
         return self.now
 
 
+@pytest.mark.slow
 def test_solving_every_sample_is_timed_on_a_whole_chunk_never_from_one_sample(capsys, monkeypatch, burgers_run,
                                                                               tmp_path):
     run, data = burgers_run

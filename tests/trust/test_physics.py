@@ -137,6 +137,7 @@ def test_forecast_estimates_accumulate_the_step_residuals():
     assert steps[0] == pytest.approx(delta.pow(2).mean().sqrt().item(), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_a_history_at_another_viscosity_is_flagged():
     n, h = 32, 0.5
     rng = np.random.default_rng(0)

@@ -63,6 +63,7 @@ def test_the_backtest_score_keeps_the_rank_arithmetic_through_a_calibration():
     assert bool((joint(given[:2], preds[:2], new).relative_l2 >= bounds.relative_l2 - 1e-12).all())
 
 
+@pytest.mark.slow
 def test_normalized_bounds_through_a_calibration_cover_a_heteroscedastic_model_at_the_conformal_rate():
     g = torch.Generator().manual_seed(2)
     n, trials, coverage = 19, 600, 0.9
@@ -130,6 +131,7 @@ def vorticity_frames(nu: float, w0: np.ndarray, times: np.ndarray) -> torch.Tens
     return torch.from_numpy(out)[..., None]
 
 
+@pytest.mark.slow
 def test_a_history_at_another_viscosity_is_flagged_by_the_estimates_and_bounded_by_the_residual():
     n, h = 32, 0.5
     rng = np.random.default_rng(0)
