@@ -10,11 +10,12 @@ import torch
 
 from opformer.pde.darcy import assemble_darcy, solve_darcy
 from opformer.pde.kolmogorov import kolmogorov_forcing, laminar_vorticity
-from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, solve_navier_stokes_2d
+from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing
 from opformer.trust.conformal import conformal_quantile, conformal_rank
 from opformer.trust.physics import (KOLMOGOROV_FORCING, Vorticity, darcy_error_estimate, darcy_estimates,
                                     darcy_residual, forecast_estimates, history_estimates, inverse_laplacian,
                                     normalized_scores, outside_range, vorticity_physics)
+from tests.trust.trust_runs import smooth_vorticity, vorticity_frames
 
 
 def interior_field(generator: torch.Generator, n: int, batch: int = 2) -> torch.Tensor:
@@ -140,22 +141,12 @@ def test_forecast_estimates_accumulate_the_step_residuals():
 @pytest.mark.slow
 def test_a_history_at_another_viscosity_is_flagged():
     n, h = 32, 0.5
-    rng = np.random.default_rng(0)
-    w0 = rng.standard_normal((48, n, n))
-    w0 = np.fft.irfft2(np.fft.rfft2(w0) * (np.hypot(*np.meshgrid(np.fft.fftfreq(n, 1 / n),
-                                                               np.arange(n // 2 + 1), indexing="ij")) < 4))
-    times = np.arange(5) * h
-    forcing = fno_forcing(n)
-
-    def frames(nu: float, samples: slice) -> torch.Tensor:
-        out, _ = solve_navier_stokes_2d(w0[samples], nu=nu, times=times, dt=0.02, forcing=forcing, workers=1)
-        return torch.from_numpy(out)
-
+    w0, times = smooth_vorticity(48, n), np.arange(5) * h
     pde = {"name": "navier_stokes_2d_fno", "nu": 1e-3, "drag": 0.0, "length": 1.0, "forcing": FNO_FORCING}
     physics = vorticity_physics(pde, n, h)
-    calibration = history_estimates(physics, frames(1e-3, slice(0, 40)))
-    same = history_estimates(physics, frames(1e-3, slice(40, 44)))
-    shifted = history_estimates(physics, frames(1e-2, slice(44, 48)))
+    calibration = history_estimates(physics, vorticity_frames(1e-3, w0[:40], times)[..., 0])
+    same = history_estimates(physics, vorticity_frames(1e-3, w0[40:44], times)[..., 0])
+    shifted = history_estimates(physics, vorticity_frames(1e-2, w0[44:48], times)[..., 0])
     assert not outside_range(same, calibration).any()
     assert outside_range(shifted, calibration).all()
 

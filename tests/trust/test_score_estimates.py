@@ -12,7 +12,7 @@ import torch
 from opformer.data.store import DatasetInfo
 from opformer.errors import ConfigError
 from opformer.pde.darcy import solve_darcy
-from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, solve_navier_stokes_2d
+from opformer.pde.navier_stokes import FNO_FORCING
 from opformer.trust.bounds import Calibration, flag_estimates
 from opformer.trust.calibrating import Scores, select
 from opformer.trust.conformal import conformal_rank
@@ -20,7 +20,7 @@ from opformer.trust.estimates import physics_settings
 from opformer.trust.physics import darcy_estimates, forecast_estimates, history_estimates, vorticity_physics
 from opformer.trust.scores import PLAIN_SCORES
 from opformer.trust.storage import load_calibration, save_calibration
-from tests.trust.trust_runs import operator_run  # noqa: F401 (fixture)
+from tests.trust.trust_runs import operator_run, smooth_vorticity, vorticity_frames  # noqa: F401 (fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DARCY = {"name": "darcy", "forcing": 1.0}
@@ -126,18 +126,10 @@ def test_physics_settings_come_from_the_data_files_pde():
     assert physics_settings(info("trajectory", {"name": "heat"}, times=(0.0, 1.0))) is None
 
 
-def vorticity_frames(nu: float, w0: np.ndarray, times: np.ndarray) -> torch.Tensor:
-    out, _ = solve_navier_stokes_2d(w0, nu=nu, times=times, dt=0.02, forcing=fno_forcing(w0.shape[-1]), workers=1)
-    return torch.from_numpy(out)[..., None]
-
-
 @pytest.mark.slow
 def test_a_history_at_another_viscosity_is_flagged_by_the_estimates_and_bounded_by_the_residual():
     n, h = 32, 0.5
-    rng = np.random.default_rng(0)
-    w0 = rng.standard_normal((48, n, n))
-    w0 = np.fft.irfft2(np.fft.rfft2(w0) * (np.hypot(*np.meshgrid(np.fft.fftfreq(n, 1 / n),
-                                                               np.arange(n // 2 + 1), indexing="ij")) < 4))
+    w0 = smooth_vorticity(48, n)
     times = np.arange(6) * h
     settings = {"name": "navier_stokes_2d_fno", "nu": 1e-3, "drag": 0.0, "length": 1.0, "forcing": FNO_FORCING,
                 "spacing": h}

@@ -1,9 +1,26 @@
-"""Trained toy runs that the calibration tests share (fixtures imported by the test modules)."""
+"""Trained toy runs that the calibration tests share (fixtures imported by the test modules), and 2D vorticity
+frames made by the solver."""
 
+import numpy as np
 import pytest
+import torch
 
 from opformer.config import config_from_dict
+from opformer.pde.navier_stokes import fno_forcing, solve_navier_stokes_2d
 from opformer.train.trainer import train
+
+
+def smooth_vorticity(samples: int, n: int, seed: int = 0) -> np.ndarray:
+    """Random vorticity fields ``(samples, n, n)`` of the modes ``|k| < 4`` only: smooth initial conditions."""
+    w0 = np.random.default_rng(seed).standard_normal((samples, n, n))
+    radius = np.hypot(*np.meshgrid(np.fft.fftfreq(n, 1 / n), np.arange(n // 2 + 1), indexing="ij"))
+    return np.fft.irfft2(np.fft.rfft2(w0) * (radius < 4))
+
+
+def vorticity_frames(nu: float, w0: np.ndarray, times: np.ndarray) -> torch.Tensor:
+    """FNO-nu frames ``(sample, time, n, n, 1)`` from ``w0`` at viscosity ``nu`` (its forcing, no drag)."""
+    out, _ = solve_navier_stokes_2d(w0, nu=nu, times=times, dt=0.02, forcing=fno_forcing(w0.shape[-1]), workers=1)
+    return torch.from_numpy(out)[..., None]
 
 
 @pytest.fixture
