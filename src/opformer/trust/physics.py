@@ -183,12 +183,3 @@ def normalized_scores(errors: torch.Tensor, estimates: torch.Tensor) -> torch.Te
     finite-sample guarantee as the plain errors."""
     errors, estimates = errors.double(), estimates.double()
     return torch.where(errors == 0, torch.zeros_like(errors), errors / estimates)
-
-
-def outside_range(estimates: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """True for each input whose estimate (per sample, or per sample and frame: any frame) lies above the largest
-    or below the smallest of the calibration inputs' ``reference`` estimates (a new input drawn like them is so with
-    probability at most ``2 / (n + 1)``)."""
-    high, low = reference.amax(dim=0), reference.amin(dim=0)
-    outside = (estimates > high) | (estimates < low)
-    return outside.flatten(1).any(dim=1) if outside.dim() > 1 else outside
