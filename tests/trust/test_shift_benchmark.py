@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.trust.shift import goal, measured, predicted, shift_metrics
+from benchmarks.trust.shift import goal, measured, predicted, shift_metrics, wilson_interval
 from opformer.data.trajectories import load_trajectories
 from opformer.serve.forecaster import open_forecaster
 from opformer.trust.calibration import calibrate_run
@@ -32,14 +32,27 @@ def test_silent_failures_are_the_unflagged_units_outside_their_bound():
 
 
 def test_the_goal_allows_one_and_a_half_times_the_miscoverage_on_shifted_data():
-    held = {"coverage": 0.905}
+    held = {"coverage": 0.905, "samples": 10**6}
     shifted = {"low": {"silent_failures": 0.14}, "high": {"silent_failures": 0.16}}
     g = goal(0.9, 99, held, shifted)
     assert g["silent_allowed"] == pytest.approx(0.15) and g["coverage_target"] == pytest.approx([0.9, 0.91])
     assert g["flag_rate_target"] == pytest.approx(0.01) and g["held_coverage_ok"]
     assert g["shifted_silent_ok"] == {"low": True, "high": False}
-    assert not goal(0.9, 99, {"coverage": 0.92}, {})["held_coverage_ok"]
-    assert not goal(0.9, 99, {"coverage": 0.89}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.92, "samples": 10**6}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.89, "samples": 10**6}, {})["held_coverage_ok"]
+    # on 200 samples the measured coverage is uncertain by about 0.04: 0.92 and 0.89 are within it, 0.85 is not
+    assert goal(0.9, 99, {"coverage": 0.92, "samples": 200}, {})["held_coverage_ok"]
+    assert goal(0.9, 99, {"coverage": 0.89, "samples": 200}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.85, "samples": 200}, {})["held_coverage_ok"]
+
+
+@pytest.mark.parametrize("inside,samples", [(45, 50), (181, 200), (3, 7)])
+def test_the_wilson_interval_is_scipys(inside, samples):
+    from scipy.stats import binomtest
+
+    expected = binomtest(inside, samples).proportion_ci(method="wilson")
+    assert wilson_interval(inside / samples, samples) == pytest.approx((expected.low, expected.high), rel=1e-12)
+    assert wilson_interval(1.0, 20)[1] == pytest.approx(1.0) and wilson_interval(0.0, 20)[0] == pytest.approx(0.0, abs=1e-15)
 
 
 def test_a_backtest_calibration_is_measured_from_the_frames_it_was_given(heat_run, monkeypatch):
