@@ -95,6 +95,8 @@ def test_cg_steps_follow_the_a_priori_bound_of_the_contrast():
     assert cg_steps(a, 0.1).tolist() == [3, 5, 1, 15]
     assert cg_steps(a, 0.05).tolist() == [4, 6, 1, 19]
     assert cg_steps(a, 0.5).tolist() == [2, 3, 1, 7]
+    a[0, 0, 0] = 0.0  # no contrast bound
+    assert cg_steps(a, 0.1).tolist() == [1, 5, 1, 15]
 
 
 def energy_norm(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -111,7 +111,7 @@ def cg_steps(a: torch.Tensor, tolerance: float) -> torch.Tensor:
     times the error's."""
     rate = contraction(a)
     steps = torch.ceil(math.log(2 / tolerance) / -rate.log())  # rate 0 (a constant a): 0
-    return steps.clamp_min(1).long()
+    return torch.where(rate < 1, steps, 1.0).clamp_min(1).long()  # no bound (a zero a: rate NaN): one step
 
 
 def conjugate_gradients(a: torch.Tensor, r: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
