@@ -12,7 +12,8 @@ from opformer.pde.darcy import assemble_darcy, solve_darcy
 from opformer.pde.kolmogorov import kolmogorov_forcing, laminar_vorticity
 from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing
 from opformer.trust.conformal import conformal_quantile, conformal_rank
-from opformer.trust.physics import (KOLMOGOROV_FORCING, Vorticity, darcy_error_estimate, darcy_estimates,
+from opformer.trust.physics import (DARCY_TOLERANCE, KOLMOGOROV_FORCING, Vorticity, cg_steps, conjugate_gradients,
+                                    contraction, darcy_error_estimate, darcy_estimates, darcy_operator,
                                     darcy_residual, forecast_estimates, history_estimates, inverse_laplacian,
                                     normalized_scores, vorticity_physics)
 from opformer.trust.shift import flag_shifted
@@ -57,7 +58,8 @@ def test_inverse_laplacian_solves_the_5_point_system():
     assert torch.allclose(-laplacian, r, rtol=0, atol=1e-10)
 
 
-def test_darcy_estimate_is_the_error_of_a_known_perturbation_for_a_constant_coefficient():
+@pytest.mark.parametrize("tolerance", [DARCY_TOLERANCE, None])
+def test_darcy_estimate_is_the_error_of_a_known_perturbation_for_a_constant_coefficient(tolerance):
     g = torch.Generator().manual_seed(3)
     n = 12
     a = torch.full((2, n, n), 2.5, dtype=torch.float64)
@@ -66,10 +68,80 @@ def test_darcy_estimate_is_the_error_of_a_known_perturbation_for_a_constant_coef
     f = torch.nn.functional.pad(f, (1, 1, 1, 1))
     assert darcy_residual(a, u, f).abs().max() < 1e-9
     delta = 1e-2 * interior_field(g, n)
-    estimate = darcy_error_estimate(a, u + delta, f)
+    estimate = darcy_error_estimate(a, u + delta, f, tolerance)
     assert torch.allclose(estimate, -delta[:, 1:-1, 1:-1], rtol=0, atol=1e-12)
     relative = delta.flatten(1).norm(dim=1) / (u + delta).flatten(1).norm(dim=1)
-    assert torch.allclose(darcy_estimates(a, u + delta, f), relative, rtol=1e-10)
+    assert torch.allclose(darcy_estimates(a, u + delta, f, tolerance), relative, rtol=1e-10)
+
+
+def test_darcy_operator_is_the_solvers_matrix():
+    g = torch.Generator().manual_seed(4)
+    n = 9
+    a = torch.where(torch.randn(2, n, n, generator=g) > 0, 12.0, 3.0).double()
+    e = torch.randn(2, n - 2, n - 2, generator=g, dtype=torch.float64)
+    for i in range(2):
+        expected = assemble_darcy(a[i].numpy()) @ e[i].numpy().ravel() * (n - 1) ** 2
+        assert np.allclose(darcy_operator(a, e)[i].numpy().ravel(), expected, rtol=1e-12, atol=0)
+
+
+def test_cg_steps_follow_the_a_priori_bound_of_the_contrast():
+    a = torch.ones(4, 5, 5, dtype=torch.float64)
+    a[0, 0, 0] = 4.0  # contrast 4: rate 1/3, 2 / 27 <= 0.1 < 2 / 9
+    a[1, 2, 2] = 10.0  # contrast 10: rate 0.519..., 2 rate^5 = 0.076 <= 0.1 < 2 rate^4 = 0.146
+    a[2] *= 7.0  # constant: one step is exact
+    a[3, 1, 1] = 100.0  # contrast 100: rate 9 / 11, 15 steps (2 rate^14 = 0.12)
+    assert torch.allclose(contraction(a), torch.tensor([1 / 3, (10**0.5 - 1) / (10**0.5 + 1), 0.0, 9 / 11],
+                                                       dtype=torch.float64), rtol=1e-14, atol=0)
+    assert cg_steps(a, 0.1).tolist() == [3, 5, 1, 15]
+    assert cg_steps(a, 0.05).tolist() == [4, 6, 1, 19]
+    assert cg_steps(a, 0.5).tolist() == [2, 3, 1, 7]
+    a[0, 0, 0] = 0.0  # no contrast bound
+    assert cg_steps(a, 0.1).tolist() == [1, 5, 1, 15]
+
+
+def energy_norm(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    return (e * darcy_operator(a, e)).flatten(1).sum(dim=1).sqrt()
+
+
+def test_conjugate_gradients_approach_the_exact_discrete_error_within_the_bound():
+    g = torch.Generator().manual_seed(5)
+    n = 9
+    a = torch.where(torch.randn(2, n, n, generator=g) > 0, 12.0, 3.0).double()
+    u = torch.from_numpy(np.stack([solve_darcy(x.numpy(), 1.0, solver="direct") for x in a]))
+    pred = u + 0.05 * u.abs().max() * interior_field(g, n)
+    r = darcy_residual(a, pred)
+    dense = [np.linalg.solve(assemble_darcy(x.numpy()).toarray() * (n - 1) ** 2, ri.numpy().ravel())
+             for x, ri in zip(a, r)]
+    exact = torch.from_numpy(np.stack(dense)).reshape(r.shape)
+    assert torch.allclose(exact, (u - pred)[:, 1:-1, 1:-1], rtol=0, atol=1e-9)  # A (u - pred) = r
+    size = energy_norm(a, exact)
+    misses = [energy_norm(a, exact - conjugate_gradients(a, r, torch.full((2,), k))) / size for k in range(8)]
+    rate = contraction(a)
+    for k in range(1, 8):
+        assert (misses[k] < misses[k - 1]).all()  # conjugate gradients minimise the energy-norm error
+        assert (misses[k] <= 2 * rate**k).all()
+    assert misses[0].eq(1).all()
+    converged = conjugate_gradients(a, r, torch.full((2,), (n - 2) ** 2))
+    assert torch.allclose(converged, exact, rtol=0, atol=1e-9 * float(exact.abs().max()))
+    estimate = darcy_error_estimate(a, pred)  # cg_steps: 3 at contrast 4
+    assert torch.equal(estimate, conjugate_gradients(a, r, torch.full((2,), 3)))
+    assert (energy_norm(a, exact - estimate) <= DARCY_TOLERANCE * size).all()
+    one_solve = darcy_error_estimate(a, pred, tolerance=None)
+    assert torch.allclose(one_solve, inverse_laplacian(r) / a.flatten(1).mean(dim=1)[:, None, None], rtol=1e-14)
+    assert ((exact - estimate).flatten(1).norm(dim=1) < (exact - one_solve).flatten(1).norm(dim=1)).all()
+
+
+def test_conjugate_gradients_stop_each_sample_after_its_own_steps():
+    g = torch.Generator().manual_seed(6)
+    n = 10
+    a = torch.exp(torch.randn(3, n, n, generator=g, dtype=torch.float64))
+    r = torch.randn(3, n - 2, n - 2, generator=g, dtype=torch.float64)
+    steps = torch.tensor([1, 4, 2])
+    together = conjugate_gradients(a, r, steps)
+    for i in range(3):
+        alone = conjugate_gradients(a[i:i + 1], r[i:i + 1], steps[i:i + 1])
+        assert torch.allclose(together[i:i + 1], alone, rtol=1e-13, atol=0)
+    assert torch.equal(conjugate_gradients(a, torch.zeros_like(r), steps), torch.zeros_like(r))
 
 
 def same_shell_vortex(n: int, length: float = 2 * math.pi) -> torch.Tensor:

@@ -20,13 +20,14 @@ from opformer.trust.bounds import Calibration, flag_estimates
 from opformer.trust.calibrating import Scores, calibrate_run, select
 from opformer.trust.conformal import conformal_rank
 from opformer.trust.estimates import physics_settings, residual_estimates
-from opformer.trust.physics import darcy_estimates, forecast_estimates, history_estimates, vorticity_physics
+from opformer.trust.physics import (DARCY_TOLERANCE, darcy_estimates, forecast_estimates, history_estimates,
+                                    vorticity_physics)
 from opformer.trust.scores import PLAIN_SCORES
 from opformer.trust.storage import load_calibration, save_calibration
 from tests.trust.trust_runs import operator_run, smooth_vorticity, vorticity_frames  # noqa: F401 (fixture)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-DARCY = {"name": "darcy", "forcing": 1.0}
+DARCY = {"name": "darcy", "forcing": 1.0, "tolerance": DARCY_TOLERANCE}
 
 
 def calibration_of(scores: Scores, kind: str = "trajectory") -> Calibration:
@@ -114,6 +115,20 @@ def test_the_residual_score_of_darcy_is_the_error_over_the_physics_estimate():
     record = select(scores)  # the physics estimate tracks the error here: the sharpest
     assert set(record["median_bound_over_error"]) == {"relative_l2", "roughness", "residual"}
     assert record["score"] == "residual"
+
+
+def test_darcy_settings_without_a_tolerance_keep_the_one_poisson_solve_they_were_calibrated_with():
+    a, pred, truth = darcy_samples(12, 0)
+    one_solve = darcy_estimates(a[..., 0], pred[:, 0, ..., 0], tolerance=None)
+    assert not torch.allclose(one_solve, darcy_estimates(a[..., 0], pred[:, 0, ..., 0]), rtol=1e-3)
+    scores = Scores({"name": "darcy", "forcing": 1.0})  # the settings of a calibration written before the CG steps
+    scores.add(a, pred, truth, 2)
+    group = scores.group()
+    torch.testing.assert_close(group.estimates["residual"][:, 0], one_solve)
+    at = calibration_of(scores, "operator").at(0.8, score="residual")
+    new_a, new_pred, _ = darcy_samples(3, 1)
+    torch.testing.assert_close(at(new_a, new_pred[:, 0]).relative_l2,
+                               darcy_estimates(new_a[..., 0], new_pred[:, 0, ..., 0], tolerance=None) * at.quantile[0])
 
 
 def test_physics_settings_come_from_the_data_files_pde():

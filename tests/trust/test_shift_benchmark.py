@@ -2,8 +2,14 @@
 
 import numpy as np
 import pytest
+import torch
 
-from benchmarks.trust.shift import goal, shift_metrics
+from benchmarks.trust.shift import goal, measured, predicted, shift_metrics, wilson_interval
+from opformer.data.trajectories import load_trajectories
+from opformer.serve.forecaster import open_forecaster
+from opformer.trust.calibration import calibrate_run
+from opformer.trust.scores import relative_l2
+from tests.trust.trust_runs import heat_run  # noqa: F401 (fixture)
 
 
 def test_silent_failures_are_the_unflagged_units_outside_their_bound():
@@ -26,11 +32,42 @@ def test_silent_failures_are_the_unflagged_units_outside_their_bound():
 
 
 def test_the_goal_allows_one_and_a_half_times_the_miscoverage_on_shifted_data():
-    held = {"coverage": 0.905}
+    held = {"coverage": 0.905, "samples": 10**6}
     shifted = {"low": {"silent_failures": 0.14}, "high": {"silent_failures": 0.16}}
     g = goal(0.9, 99, held, shifted)
     assert g["silent_allowed"] == pytest.approx(0.15) and g["coverage_target"] == pytest.approx([0.9, 0.91])
     assert g["flag_rate_target"] == pytest.approx(0.01) and g["held_coverage_ok"]
     assert g["shifted_silent_ok"] == {"low": True, "high": False}
-    assert not goal(0.9, 99, {"coverage": 0.92}, {})["held_coverage_ok"]
-    assert not goal(0.9, 99, {"coverage": 0.89}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.92, "samples": 10**6}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.89, "samples": 10**6}, {})["held_coverage_ok"]
+    # on 200 samples the measured coverage is uncertain by about 0.04: 0.92 and 0.89 are within it, 0.85 is not
+    assert goal(0.9, 99, {"coverage": 0.92, "samples": 200}, {})["held_coverage_ok"]
+    assert goal(0.9, 99, {"coverage": 0.89, "samples": 200}, {})["held_coverage_ok"]
+    assert not goal(0.9, 99, {"coverage": 0.85, "samples": 200}, {})["held_coverage_ok"]
+
+
+@pytest.mark.parametrize("inside,samples", [(45, 50), (181, 200), (3, 7)])
+def test_the_wilson_interval_is_scipys(inside, samples):
+    from scipy.stats import binomtest
+
+    expected = binomtest(inside, samples).proportion_ci(method="wilson")
+    assert wilson_interval(inside / samples, samples) == pytest.approx((expected.low, expected.high), rel=1e-12)
+    assert wilson_interval(1.0, 20)[1] == pytest.approx(1.0) and wilson_interval(0.0, 20)[0] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_a_backtest_calibration_is_measured_from_the_frames_it_was_given(heat_run, monkeypatch):
+    monkeypatch.setattr("benchmarks.trust.shift.COVERAGE", 0.5)  # finite bounds from 4 calibration samples
+    run, heat = heat_run
+    calibrate_run(run, device="cpu", backtest=2)
+    forecaster = open_forecaster(run, "cpu", calibrated=True)
+    given, preds, errors = predicted(forecaster, str(heat), 5, batch=3)
+    fields = load_trajectories(heat, "all", n_train=4, n_val=2, n_test=4).fields
+    torch.testing.assert_close(given, fields[:, :5])  # 2 frames for the backtest, then the context of 3
+    torch.testing.assert_close(preds, forecaster.rollout(fields[:, 2:5], 5))
+    truth = fields[:, 5:10]
+    torch.testing.assert_close(errors, relative_l2(preds.flatten(0, 1), truth.flatten(0, 1)).reshape(-1, 5).double())
+    bound = forecaster.bounds(given, preds, 0.5, score="backtest").relative_l2.double()
+    assert torch.isfinite(bound).all()
+    m = measured(forecaster, None, given, preds, errors, "backtest")["per_frame"]
+    assert m["coverage"] == pytest.approx((errors <= bound).double().mean().item())
+    assert m["mean_bound"] == pytest.approx(bound.mean().item())

@@ -11,7 +11,9 @@ by, and a new input's bound multiplied by (:mod:`opformer.trust.scores`).
   the model).
 
 The physics settings a calibration records (:func:`physics_settings`) are JSON: the PDE's name and the settings its
-estimate needs, and for trajectories the time between the frames the model sees.
+estimate needs, and for trajectories the time between the frames the model sees. A Darcy calibration records the
+tolerance its estimates were computed to; one that records none was computed with one Poisson solve, and its new
+inputs are estimated so too (the stored estimates and the new ones then come from the same estimator).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any
 import torch
 
 from opformer.data.store import DatasetInfo
-from opformer.trust.physics import (DARCY_PDES, VORTICITY_PDES, Vorticity, darcy_estimates, forecast_estimates,
-                                    history_estimates, vorticity_physics)
+from opformer.trust.physics import (DARCY_PDES, DARCY_TOLERANCE, VORTICITY_PDES, Vorticity, darcy_estimates,
+                                    forecast_estimates, history_estimates, vorticity_physics)
 from opformer.trust.scores import relative_l2
 
 #: The settings of a vorticity equation the estimate reads (:func:`opformer.trust.physics.vorticity_physics`).
@@ -31,12 +33,14 @@ VORTICITY_KEYS = ("name", "nu", "drag", "length", "forcing")
 
 def physics_settings(info: DatasetInfo, time_stride: int = 1) -> dict[str, Any] | None:
     """The PDE settings of a data file that the ``residual`` score needs (JSON), None where it has no estimate: a
-    Darcy file with a constant forcing, or a 2D FNO-nu or Kolmogorov vorticity file of one channel at one viscosity,
-    square and with evenly spaced frames (``spacing``: the file's frame spacing times ``time_stride``)."""
+    Darcy file with a constant forcing (with the estimate's tolerance,
+    :data:`opformer.trust.physics.DARCY_TOLERANCE`), or a 2D FNO-nu or Kolmogorov vorticity file of one channel at
+    one viscosity, square and with evenly spaced frames (``spacing``: the file's frame spacing times
+    ``time_stride``)."""
     pde = info.pde or {}
     name = pde.get("name")
     if name in DARCY_PDES and info.kind == "operator" and isinstance(pde.get("forcing", 1.0), (int, float)):
-        return {"name": name, "forcing": float(pde.get("forcing", 1.0))}
+        return {"name": name, "forcing": float(pde.get("forcing", 1.0)), "tolerance": DARCY_TOLERANCE}
     if name not in VORTICITY_PDES or info.kind != "trajectory" or len(info.times) < 2 or "nu" not in pde:
         return None
     shape = tuple(info.spatial_shape)
@@ -58,11 +62,13 @@ def _vorticity(settings: dict[str, Any], n: int) -> Vorticity:
 
 def residual_estimates(settings: dict[str, Any], inputs: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
     """``(sample, frames)``: the physics estimate of each prediction's relative L2 error. Operator runs (Darcy):
-    ``inputs`` the coefficients ``(sample, n, n, 1+)`` (channel 0), ``predictions`` ``(sample, 1, n, n, 1)``.
+    ``inputs`` the coefficients ``(sample, n, n, 1+)`` (channel 0), ``predictions`` ``(sample, 1, n, n, 1)``, to the
+    settings' tolerance (none recorded: one Poisson solve).
     Trajectory runs: ``inputs`` the given frames ``(sample, t, n, n, 1)``, ``predictions`` the forecast
     ``(sample, frames, n, n, 1)``."""
     if settings["name"] in DARCY_PDES:
-        return darcy_estimates(inputs[..., 0], predictions[:, 0, ..., 0], settings["forcing"])[:, None]
+        return darcy_estimates(inputs[..., 0], predictions[:, 0, ..., 0], settings["forcing"],
+                               settings.get("tolerance"))[:, None]
     physics = _vorticity(settings, inputs.shape[-2])
     return forecast_estimates(physics, inputs[:, -1, ..., 0], predictions[..., 0])
 
