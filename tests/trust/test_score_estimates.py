@@ -9,14 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from opformer.data.store import DatasetInfo
+from opformer.config import config_from_dict
+from opformer.data.store import DatasetInfo, write_trajectory_dataset
+from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
 from opformer.pde.darcy import solve_darcy
 from opformer.pde.navier_stokes import FNO_FORCING
+from opformer.train.trainer import train
 from opformer.trust.bounds import Calibration, flag_estimates
-from opformer.trust.calibrating import Scores, select
+from opformer.trust.calibrating import Scores, calibrate_run, select
 from opformer.trust.conformal import conformal_rank
-from opformer.trust.estimates import physics_settings
+from opformer.trust.estimates import physics_settings, residual_estimates
 from opformer.trust.physics import (DARCY_TOLERANCE, darcy_estimates, forecast_estimates, history_estimates,
                                     vorticity_physics)
 from opformer.trust.scores import PLAIN_SCORES
@@ -169,6 +172,28 @@ def test_a_history_at_another_viscosity_is_flagged_by_the_estimates_and_bounded_
     # the estimates alone flag the shift
     residual = forecast_estimates(physics, shifted[:, 3, ..., 0], shifted[:, 4:, ..., 0] * 1.01)
     assert flag_estimates(group, residual, shifted[:, :4], 2).all()
+
+
+@pytest.mark.slow
+def test_a_mixture_member_of_vorticity_data_is_offered_the_residual_score(tmp_path, mixture_config, member_writer):
+    times = np.arange(13) * 0.5
+    domain = {"lengths": [1.0, 1.0], "periodic": [True, True], "grid": ["periodic", "periodic"]}
+    ns = write_trajectory_dataset(tmp_path / "ns.h5", vorticity_frames(1e-3, smooth_vorticity(6, 16), times).numpy(),
+                                  times, pde={"name": "navier_stokes_2d_fno", "nu": 1e-3, "forcing": FNO_FORCING},
+                                  solver={}, domain=domain, seed=0, channels=["w"])
+    config = mixture_config([ns, member_writer(tmp_path / "b.h5", n=32, channels=2, grid="cells", seed=1)])
+    config["data"]["mixture"][0]["time_stride"] = 2  # 7 frames 1.0 apart, as the toy member's 7
+    train(config_from_dict(config), tmp_path / "mix")
+    calibration = calibrate_run(tmp_path / "mix", device="cpu")
+    group = calibration.group("ns")
+    assert group.offered == (*PLAIN_SCORES, "residual") and set(group.estimates) == {"residual", "history"}
+    assert group.physics == {"name": "navier_stokes_2d_fno", "nu": 1e-3, "forcing": FNO_FORCING, "spacing": 1.0}
+    assert calibration.group("b").offered == PLAIN_SCORES and calibration.group("b").physics is None
+    test = load_trajectories(ns, "test", n_train=4, n_val=1, n_test=1, time_stride=2).fields
+    bounds = calibration.bounds(test[:, :3], test[:, 3:] * 1.01, 0.5, member="ns", score="residual")
+    expected = residual_estimates(group.physics, test[:, :3], test[:, 3:] * 1.01) * \
+        calibration.quantiles(0.5, "ns", "residual")
+    torch.testing.assert_close(bounds.relative_l2, expected)
 
 
 def test_new_scores_and_estimates_are_stored_and_read_back(operator_run):

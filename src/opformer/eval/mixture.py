@@ -43,6 +43,7 @@ class MemberSplit:
     fields: torch.Tensor  # (sample, time, *stored, C), channels zero-padded to the run's C
     mask: torch.Tensor  # (C,): True where the channel is one of the member's own
     frames: int
+    time_stride: int  # stored frames per step of the model
 
 
 def paper_frames(name: str) -> int:
@@ -69,16 +70,18 @@ def member_splits(run: Run, split: str = "test", frames: int | None = None,
         name, sizes = member_name(member), spec.sizes(member)
         if samples is not None and f"n_{split}" in sizes:
             sizes[f"n_{split}"] = min(samples, sizes[f"n_{split}"])
-        data = load_trajectories(member.path, split, **sizes, time_stride=spec.stride(member))
+        stride = spec.stride(member)
+        data = load_trajectories(member.path, split, **sizes, time_stride=stride)
         out.append(_member_split(name, data, channels, t_in, frames, paper_lengths, "the run's model",
-                                 f"member {name!r} ({data.info.path})"))
+                                 f"member {name!r} ({data.info.path})", stride))
     return out
 
 
 def _member_split(name: str, data: TrajectorySplit, channels: int, t_in: int, frames: int | None,
-                  paper_lengths: bool, model: str, where: str) -> MemberSplit:
-    """A member's split padded to the model's ``channels``, rolled out for ``frames`` (or the paper's length, or
-    every frame after ``t_in``); too many channels or too few frames are one-line errors naming ``where``."""
+                  paper_lengths: bool, model: str, where: str, time_stride: int) -> MemberSplit:
+    """A member's split (read at ``time_stride``) padded to the model's ``channels``, rolled out for ``frames`` (or
+    the paper's length, or every frame after ``t_in``); too many channels or too few frames are one-line errors
+    naming ``where``."""
     own = data.fields.shape[-1]
     if own > channels:
         raise DataError(f"{data.info.path}: {own} channels but {model} takes {channels}")
@@ -86,7 +89,8 @@ def _member_split(name: str, data: TrajectorySplit, channels: int, t_in: int, fr
     if t_in + length > data.n_times:
         raise ConfigError(f"{'--frames' if frames else '--paper-lengths'}: {length} frames after t_in {t_in} need "
                           f"{t_in + length} but {where} has {data.n_times}")
-    return MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length)
+    return MemberSplit(name, data, pad_channels(data.fields, channels), torch.arange(channels) < own, length,
+                       time_stride)
 
 
 def member_rollout(step: Step, member: MemberSplit, t_in: int, batch_size: int,
@@ -168,7 +172,8 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
     sizes = {key: cfg["data"][key] for key in ("n_train", "n_val", "n_test")}
     if samples is not None and split != "all":
         sizes[f"n_{split}"] = min(samples, sizes[f"n_{split}"])
-    data = load_trajectories(data_path, split, **sizes, time_stride=cfg["rollout"].get("time_stride", 1))
+    stride = cfg["rollout"].get("time_stride", 1)
+    data = load_trajectories(data_path, split, **sizes, time_stride=stride)
     if samples is not None and split == "all":
         data.fields = data.fields[:samples]
     name, own = Path(data_path).stem, data.fields.shape[-1]
@@ -176,7 +181,7 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
         raise DataError(f"{data.info.path}: {data.info.ndim}D data, but {run_dir} is a model of "
                         f"{len(spec['data']['stored_shape'])}D data")
     member = _member_split(name, data, channels, t_in, frames, paper_lengths, f"the model of {run_dir}",
-                           str(data.info.path))
+                           str(data.info.path), stride)
     grid, stored = tuple(spec["data"]["stored_shape"]), tuple(data.resolution)
     notes = [f"channels {', '.join(data.info.input_channels)} padded with {channels - own} zero channels to the "
              f"model's {channels} (errors over the real ones)"] if own < channels else []

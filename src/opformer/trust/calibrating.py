@@ -201,7 +201,8 @@ def score_split(run: Run, data: str | os.PathLike | None, split: str, frames: in
             raise ConfigError(f"--{'data' if data is not None else 'resolution'}: {run_dir} was trained on a mixture; "
                               "it is calibrated on each member's test split on its stored grid")
         members = member_splits(run, split, frames=frames or cfg["rollout"].get("eval_frames"))
-        return ({m.name: _rollout_scores(surrogate, m.fields, int(m.mask.sum()), t_in, m.frames, m.mask, batch, dev)
+        return ({m.name: _rollout_scores(surrogate, m.fields, int(m.mask.sum()), t_in, m.frames, m.mask, batch, dev,
+                                         physics_settings(m.data.info, m.time_stride))
                  for m in members}, [m.data.info.path for m in members])
     if run.is_imported and t_in is not None:
         if data is None or resolution is not None:
