@@ -22,6 +22,18 @@ Run from the repository root (data and runs as in benchmarks/trust/README.md)::
     python -m benchmarks.trust.fallback --case darcy=RUN:HELD_OUT --case navier_stokes=RUN:HELD_OUT
 
 Writes benchmarks/results/trust/fallback.json and .md.
+
+With ``--calibrated NAME=RUN:FILE`` (one case) the run's own calibration is used as ``opformer predict`` uses it
+(nothing is recalibrated) on ``FILE``, drawn like the calibration data, and on each ``--shifted LABEL=FILE`` (the
+physics shifted), for every per-sample score the calibration offers (``predict_with_fallback(score=)``): each file is
+given as ``predict`` reads it (trajectories: the ``t_in`` frames from the calibration's first frame, the truth the
+validated frames after them), solved whole once, timed (one chunk holds every sample, as the fallback solves them),
+then step 3 per score and tolerance, the tolerances multiples of the calibration's plain bound. Each invocation
+replaces only its case's rows of benchmarks/results/trust/fallback_shift.json and .md (data and runs:
+/root/shift/README.md)::
+
+    python -m benchmarks.trust.fallback --calibrated navier_stokes=RUN:IN_DISTRIBUTION.h5 \\
+        --shifted "nu 3e-4=FILE.h5" --shifted "nu 3e-3=FILE.h5"
 """
 
 from __future__ import annotations
@@ -39,19 +51,22 @@ import numpy as np
 import torch
 
 from benchmarks.harness import (
-    argument_parser, command, describe_load, describe_machine, page, relative_l2, table_head, write_results)
-
+    argument_parser, command, describe_load, describe_machine, machine, page, relative_l2, table_head,
+    write_results)
+from benchmarks.trust.coverage import earlier
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
 from opformer.pde.resolve import resolve_operator, resolve_trajectory
-from opformer.serve.fallback import predict_with_fallback
-from opformer.serve.forecaster import open_forecaster
-from opformer.serve.predict import predict_file
+from opformer.serve.fallback import predict_with_fallback, solve_samples
+from opformer.serve.forecaster import Forecaster, open_forecaster
+from opformer.serve.predict import predict_file, prediction
 from opformer.trust.calibration import calibrate_run
 from opformer.trust.shift import flag_shifted, input_statistics
 
 NAME = "fallback"
+SHIFT_NAME = "fallback_shift"
 COVERAGE = 0.9
+IN_DISTRIBUTION = "in distribution"
 
 
 def part(held: str, samples: slice, path: Path, frames: int | None = None) -> str:
@@ -115,6 +130,29 @@ def core_costs(forecaster: Any, calibration: Any, source: str, frames: int, repe
     return {key: min(value[1:]) for key, value in times.items()}  # the least disturbed by the machine's other jobs
 
 
+def fallback_row(run: str, source: str, truth: np.ndarray, frames: int, tolerance: float, out: Path,
+                 solve_seconds: float, score: str | None = None) -> dict[str, Any]:
+    """One ``predict --tolerance`` of every sample of ``source`` (``score``: the per-sample score, default the
+    calibration's choice), timed, against its ``truth`` (a forecast's ``frames`` frames; 0: operator data) and the
+    measured ``solve_seconds`` of solving them all: the share sent to the solver and the true errors (a forecast's
+    largest over its frames) of the surrogate's answers."""
+    report = predict_with_fallback(run, source, out, tolerance, COVERAGE, device="cpu", score=score)
+    with h5py.File(out) as f:
+        merged = f["fields" if frames else "target"][:]
+        chosen = f["to_solver"][:].astype(bool)
+    units = len(truth) * max(frames, 1)  # (sample, frame) pairs
+    errors = relative_l2(merged.reshape(units, -1), truth.reshape(units, -1)).reshape(len(truth), -1).max(axis=1)
+    kept = errors[~chosen]
+    return {"tolerance": tolerance, "to_solver": report.to_solver, "flagged": report.flagged,
+            "share": report.to_solver / len(truth), "seconds": report.seconds,
+            "speedup": solve_seconds / report.seconds,
+            "max_true_error": float(kept.max()) if len(kept) else None,
+            "within_tolerance": float((kept <= tolerance).mean()) if len(kept) else None,
+            "max_error_solver_answers": float(errors[chosen].max()) if chosen.any() else None,
+            "report_all_solver_seconds": report.all_solver_seconds,
+            "report_all_solver_measured": report.all_solver_measured, "loadavg": list(os.getloadavg())}
+
+
 def case(name: str, run: str, held: str, factors: list[float], repeats: int, folder: Path,
          shifted: str | None = None) -> dict[str, Any]:
     """Steps 1-5 of the module's docstring for one case: the first half of ``held`` calibrates, the second tests
@@ -141,23 +179,9 @@ def case(name: str, run: str, held: str, factors: list[float], repeats: int, fol
     samples = len(truth)
     solve_seconds, solved = solve_all(test, times, forecaster.t_in or 0)
     solver_error = float(relative_l2(solved, truth).max())
-    rows = []
-    for factor in factors:
-        tolerance = float(factor * bound.max())
-        out = folder / f"{name}_{factor}.h5"
-        report = predict_with_fallback(run, source, out, tolerance, COVERAGE, device="cpu")
-        with h5py.File(out) as f:
-            merged = f["fields" if trajectory else "target"][:]
-            chosen = f["to_solver"][:].astype(bool)
-        errors = relative_l2(merged.reshape(samples, frames, -1).reshape(samples * frames, -1),
-                             truth.reshape(samples * frames, -1)).reshape(samples, frames).max(axis=1)
-        kept = errors[~chosen]
-        rows.append({"factor": factor, "tolerance": tolerance, "to_solver": report.to_solver,
-                     "flagged": report.flagged, "share": report.to_solver / samples, "seconds": report.seconds,
-                     "speedup": solve_seconds / report.seconds,
-                     "max_true_error": float(kept.max()) if len(kept) else None,
-                     "within_tolerance": float((kept <= tolerance).mean()) if len(kept) else None,
-                     "max_error_solver_answers": float(errors[chosen].max()) if chosen.any() else None})
+    rows = [{"factor": factor, **fallback_row(run, source, truth, frames if trajectory else 0,
+                                              float(factor * bound.max()), folder / f"{name}_{factor}.h5",
+                                              solve_seconds)} for factor in factors]
     core = core_costs(forecaster, calibration, source, frames if trajectory else 0, repeats)
     plain = [timed_predict(run, source, folder / f"{name}_plain.h5", None) for _ in range(repeats)]
     bounded = [timed_predict(run, source, folder / f"{name}_bounds.h5", COVERAGE) for _ in range(repeats)]
@@ -172,6 +196,117 @@ def case(name: str, run: str, held: str, factors: list[float], repeats: int, fol
             "bounds_overhead": statistics.median(bounded) / predict_seconds - 1, "core": core,
             "surrogate_per_second": samples * frames / predict_seconds,
             "solver_per_second": samples * frames / solve_seconds}
+
+
+def solved_file(forecaster: Forecaster, path: str, folder: Path) -> dict[str, Any]:
+    """Every sample of ``path`` given as ``predict --tolerance`` reads it, solved whole by the fallback's solver
+    call (one chunk holds them all, as the fallback solves them), timed: the truth (a forecast's: the stored frames
+    after the given ones), the forecast's frames (0: operator data), the seconds and the solve's largest relative
+    L2 error against the stored truth."""
+    with prediction(forecaster, path, folder / "unwritten.h5") as job:
+        inputs, frames = job.inputs, job.frames
+        given = torch.from_numpy(np.require(inputs.read(0, inputs.count), np.float32, ["C", "W"]))
+        began = time.perf_counter()
+        solved = solve_samples(inputs, given, frames)
+        seconds = time.perf_counter() - began
+        if frames:
+            first = len(inputs.times) - 1 + inputs.stride  # the stored frame of the first forecast frame
+            truth = read_fields(path, slice(None))[:, first:first + inputs.stride * frames:inputs.stride]
+            if truth.shape[1] != frames:
+                raise SystemExit(f"{path}: {truth.shape[1]} stored frames after the given ones, not {frames}")
+        else:
+            truth = read_arrays(path, slice(None))[1]
+    return {"truth": truth, "frames": frames, "seconds": seconds,
+            "solver_max_error_vs_stored": float(relative_l2(solved, truth).max())}
+
+
+def calibrated_case(run: str, files: dict[str, str], factors: list[float], folder: Path) -> dict[str, Any]:
+    """The fallback of a calibrated run (its own calibration, as ``predict`` uses it) on each of ``files`` (label
+    -> path; the first drawn like the calibration data) for every score the calibration offers, at ``factors``
+    times its plain bound (the ``relative_l2`` score's at :data:`COVERAGE`, largest frame)."""
+    forecaster = open_forecaster(run, "cpu", calibrated=True)
+    calibration = forecaster.calibration
+    group = calibration.group()
+    plain = calibration.quantiles(COVERAGE)
+    described, rows = {}, []
+    for label, path in files.items():
+        solved = solved_file(forecaster, path, folder)
+        described[label] = {"path": path, "samples": len(solved["truth"]), "frames": solved["frames"],
+                            "solve_all_seconds": solved["seconds"],
+                            "solver_max_error_vs_stored": solved["solver_max_error_vs_stored"],
+                            "loadavg": list(os.getloadavg())}
+        for factor in factors:
+            for score in group.offered:
+                # in float32, as the bounds are written: a bound equal to the tolerance is not over it
+                tolerance = float(np.float32(factor * plain.max()))
+                row = fallback_row(run, path, solved["truth"], solved["frames"], tolerance, folder / "fallback.h5",
+                                   solved["seconds"], score)
+                rows.append({"data": label, "score": score, "factor": factor, **row})
+                print(json.dumps(rows[-1]))
+    return {"run": run, "kind": forecaster.kind, "calibration_samples": group.samples,
+            "calibration_score": group.score, "offered": list(group.offered),
+            "start": forecaster.given_frames()["start"], "plain_bound": plain.tolist(), "files": described,
+            "rows": rows}
+
+
+def shift_markdown(result: dict[str, Any]) -> str:
+    """The fallback table of each calibrated case, per file, tolerance and score."""
+    lines = ["# The solver where the bound fails, with the run's own calibration, in distribution and shifted", "",
+             f"{describe_machine(result['machine'])}; {describe_load(result)} (the last invocation).", "",
+             result["note"], ""]
+    for name, c in result["cases"].items():
+        load = " / ".join(f"{v:.2f}" for v in c["loadavg_before"]) + ", after " + " / ".join(
+            f"{v:.2f}" for v in c["loadavg_after"])
+        lines += [f"## {name}", "", f"Command: `{c['command']}`", "",
+                  f"{describe_machine(c['machine'])}; load average (1/5/15 min) before {load}.", "",
+                  f"Run {c['run']} ({c['kind']}), its own calibration: {c['calibration_samples']} samples, scores "
+                  f"offered {', '.join(c['offered'])}, chosen {c['calibration_score']}; plain bound at "
+                  f"{result['coverage']} (largest frame) {max(c['plain_bound']):.4f}.", "",
+                  *table_head("data", "samples x frames", "solving all (measured)", "solver vs stored truth",
+                              "load average after"),
+                  *[f"| {label} | {d['samples']} x {max(d['frames'], 1)} | {d['solve_all_seconds']:.2f} s | "
+                    f"{d['solver_max_error_vs_stored']:.1e} | " + " / ".join(f"{v:.2f}" for v in d["loadavg"]) + " |"
+                    for label, d in c["files"].items()], "",
+                  *table_head("data", "score", "tolerance (x plain bound)", "sent to the solver", "of them flagged",
+                              "fallback wall time", "solving all: in the same call / once per file",
+                              "speed-up: over the same call's / over once per file",
+                              "largest true error of the surrogate's answers", "surrogate's answers within tolerance",
+                              "load average after")]
+        for r in c["rows"]:
+            worst = "none answered" if r["max_true_error"] is None else f"{r['max_true_error']:.4f}"
+            within = "-" if r["within_tolerance"] is None else f"{r['within_tolerance']:.3f}"
+            chosen = " (chosen)" if r["score"] == c["calibration_score"] else ""
+            data = c["files"][r["data"]]
+            lines.append(f"| {r['data']} | {r['score']}{chosen} | {r['tolerance']:.4f} ({r['factor']:g}x) | "
+                         f"{r['to_solver']} of {data['samples']} ({r['share']:.1%}) | "
+                         f"{r['flagged']} | {r['seconds']:.2f} s | {r['report_all_solver_seconds']:.2f} s / "
+                         f"{data['solve_all_seconds']:.2f} s | "
+                         f"{r['report_all_solver_seconds'] / r['seconds']:.2f}x / {r['speedup']:.2f}x | {worst} | "
+                         f"{within} | "
+                         + " / ".join(f"{v:.2f}" for v in r["loadavg"]) + " |")
+        lines.append("")
+    return page(lines)
+
+
+SHIFT_NOTE = ("Each run answers with its own calibration, as `opformer predict --tolerance` does (nothing "
+              "recalibrated), at coverage 0.9, for every per-sample score the calibration offers: `relative_l2` (one "
+              "bound for every input: the fallback before the physics scores), `roughness` and the physics "
+              "`residual` (where offered); `--tolerance` itself uses the chosen one. Tolerances are multiples of the "
+              "plain bound (the `relative_l2` score's at 0.9, largest frame), in float32 as the bounds are written "
+              "(at 1x an operator run's plain bound equals the tolerance, which is not over it). A sample goes to "
+              "the solver when its "
+              "bound (a forecast's joint bound, at any frame) exceeds the tolerance or its input is flagged as "
+              "unlike the calibration data. Forecasts are given the run's t_in frames from the calibration's first "
+              "frame and answered over its validated frames; their error is the largest over the frames. Solving "
+              "all: every sample of the file solved by the fallback's own solver call from the same given frames, "
+              "one thread, measured: once per file before its fallbacks, and by each fallback call itself (its "
+              "report's time of solving every sample: the solves of the call where it sent every sample, else the "
+              "whole chunk solved again after the timed call; one chunk holds every sample, so both are measured "
+              "as the fallback solves them, never extrapolated). The same call's is taken at the same load, so it "
+              "is the fairer speed-up on this shared 2-core CPU, whose load drifts (the load averages beside). "
+              "Fallback wall time: the whole `predict_with_fallback` call (loading the run and calibration, "
+              "predictions, bounds, the solves of the samples sent to the solver, writing the output); speed-up: "
+              "solving all over it.")
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -239,15 +374,32 @@ def main() -> None:
     parser.add_argument("--case", action="append", default=[],
                         help="NAME=RUN:HELD_OUT_FILE (repeatable): its first half calibrates, the second tests; "
                              "NAME=RUN:CAL_FILE:SHIFTED_FILE: all of one calibrates, all of the other tests")
+    parser.add_argument("--calibrated",
+                        help="NAME=RUN:FILE: the run's own calibration on FILE (drawn like the calibration data) and "
+                             "on each --shifted file, every score it offers (writes fallback_shift.json)")
+    parser.add_argument("--shifted", action="append", default=[],
+                        help="with --calibrated: LABEL=FILE of shifted physics (repeatable)")
     parser.add_argument("--factors", default="0.5,1.5", help="tolerances as multiples of the largest bound at 0.9")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if bool(args.calibrated) == bool(args.case) or (args.shifted and not args.calibrated):
+        parser.error("give --case (repeatable) or --calibrated (with any --shifted), not both")
     load_before = os.getloadavg()
     torch.set_num_threads(1)
     factors = [float(v) for v in args.factors.split(",")]
-    previous = Path(args.results) / f"{NAME}.json"  # cases measured by earlier invocations are kept
-    cases = json.loads(previous.read_text())["cases"] if previous.exists() else {}
     with tempfile.TemporaryDirectory(prefix="trust_fallback_") as tmp:
+        if args.calibrated:
+            name, rest = args.calibrated.split("=", 1)
+            run, path = rest.split(":", 1)
+            files = {IN_DISTRIBUTION: path, **dict(text.split("=", 1) for text in args.shifted)}
+            cases = earlier(args.results, SHIFT_NAME).get("cases", {})
+            cases[name] = {**calibrated_case(run, files, factors, Path(tmp)), "command": command(),
+                           "machine": machine("numpy", "scipy"), "loadavg_before": list(load_before),
+                           "loadavg_after": list(os.getloadavg())}
+            write_results(args.results, SHIFT_NAME, {"note": SHIFT_NOTE, "coverage": COVERAGE, "cases": cases},
+                          shift_markdown, load_before, "numpy", "scipy")
+            return
+        cases = earlier(args.results, NAME).get("cases", {})  # cases measured by earlier invocations are kept
         for text in args.case:
             name, rest = text.split("=", 1)
             run, held, *shifted = rest.split(":")

@@ -14,8 +14,8 @@ from opformer.data.generate import generate_file
 from opformer.data.store import read_arrays, read_fields, read_info, write_operator_dataset
 from opformer.pde.resolve import resolve_operator, resolve_trajectory
 from opformer.train.trainer import train
-from opformer.trust.calibration import calibrate_run
-from opformer.serve.fallback import REPORT_SUFFIX, to_solver
+from opformer.trust.calibration import calibrate_run, load_calibration
+from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback, to_solver
 from opformer.trust.physics import forecast_estimates, vorticity_physics
 from tests.cli.test_cli import one_line_error, run_cli
 
@@ -132,6 +132,24 @@ def test_solving_every_sample_is_timed_on_a_whole_chunk_never_from_one_sample(ca
     report, out = fallback(x[4:8], y[4:8], "one")
     assert clock.sizes == [4] and report["all_solver_measured"] and report["timed_batch"] == 0
     assert report["all_solver_seconds"] == pytest.approx(1.0, abs=0.01) and "1 s (measured); speed-up" in out
+
+
+@pytest.mark.slow
+def test_the_fallback_bounds_by_the_score_asked_for(burgers_run, tmp_path):
+    run, data = burgers_run
+    x = torch.from_numpy(read_arrays(data, slice(None))[0])
+    calibration = load_calibration(run)
+    preds = opformer.load_surrogate(run, device="cpu").predict(x)
+    expected = {score: calibration.bounds(x, preds, 0.9, score=score) for score in ("relative_l2", "roughness")}
+    tolerance = float(expected["roughness"].relative_l2.median())  # splits the inputs by their roughness
+    for score, bounds in expected.items():
+        report = predict_with_fallback(run, data, tmp_path / f"{score}.h5", tolerance, device="cpu", score=score)
+        with h5py.File(tmp_path / f"{score}.h5") as f:
+            bound, flagged, chosen = f["bound_relative_l2"][:], f["flagged"][:], f["to_solver"][:].astype(bool)
+        np.testing.assert_allclose(bound.reshape(-1), bounds.relative_l2.reshape(-1).numpy(), rtol=1e-5)
+        assert (chosen == to_solver(bound, flagged, tolerance)).all() and report.to_solver == chosen.sum()
+    assert len(np.unique(expected["relative_l2"].relative_l2)) == 1  # the plain score: one bound for every input
+    assert 0 < report.to_solver < len(x)  # the roughness score's per-input bounds: some over the tolerance, some not
 
 
 @pytest.mark.slow
