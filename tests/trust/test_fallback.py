@@ -135,7 +135,7 @@ def test_solving_every_sample_is_timed_on_a_whole_chunk_never_from_one_sample(ca
 
 
 @pytest.mark.slow
-def test_the_fallback_bounds_by_the_score_asked_for(burgers_run, tmp_path):
+def test_the_fallback_bounds_by_the_score_asked_for(burgers_run, tmp_path, capsys):
     run, data = burgers_run
     x = torch.from_numpy(read_arrays(data, slice(None))[0])
     calibration = load_calibration(run)
@@ -144,6 +144,13 @@ def test_the_fallback_bounds_by_the_score_asked_for(burgers_run, tmp_path):
     tolerance = float(expected["roughness"].relative_l2.median())  # splits the inputs by their roughness
     for score, bounds in expected.items():
         report = predict_with_fallback(run, data, tmp_path / f"{score}.h5", tolerance, device="cpu", score=score)
+        # the command line takes the same score: the same bounds and the same samples to the solver
+        code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / f"{score}_cli.h5",
+                             "--tolerance", tolerance, "--score", score, "--device", "cpu")
+        assert code == 0
+        with h5py.File(tmp_path / f"{score}.h5") as f, h5py.File(tmp_path / f"{score}_cli.h5") as g:
+            for key in ("bound_relative_l2", "flagged", "to_solver"):
+                np.testing.assert_array_equal(f[key][:], g[key][:])
         with h5py.File(tmp_path / f"{score}.h5") as f:
             bound, flagged, chosen = f["bound_relative_l2"][:], f["flagged"][:], f["to_solver"][:].astype(bool)
         np.testing.assert_allclose(bound.reshape(-1), bounds.relative_l2.reshape(-1).numpy(), rtol=1e-5)

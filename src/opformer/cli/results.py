@@ -115,15 +115,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     output_path("--output", args.output, force=args.force, folders=True)
     if args.tolerance is not None:
-        if args.score is not None or args.start is not None:
-            raise ConfigError(f"--{'score' if args.score is not None else 'start'}: --tolerance uses the "
-                              "calibration's score and first frame")
+        if args.start is not None:
+            raise ConfigError("--start: --tolerance forecasts from the calibration's first frame")
         from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback
 
         coverage = 0.9 if args.coverage is None else args.coverage
         report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
                                        frames=args.frames, batch_size=args.batch_size, device=args.device,
-                                       member=args.member)
+                                       member=args.member, score=args.score)
         print(report.text())
         print(f"wrote predictions to {args.output} with error bounds at coverage {coverage:g}; the report to "
               f"{args.output}{REPORT_SUFFIX}")
@@ -198,8 +197,9 @@ def add_parsers(add: AddCommand) -> None:
                         "with --coverage, else 0; `opformer calibrate --start`); the forecast follows the t_in context "
                         "frames from there")
     p.add_argument("--score",
-                   help="with --coverage: the per-sample score of the bounds, one the calibration offers "
-                        "(relative_l2, roughness, residual, backtest; default: its choice on the validation split)")
+                   help="with --coverage or --tolerance: the per-sample score of the bounds, one the calibration "
+                        "offers (relative_l2, roughness, residual, backtest; default: its choice on the validation "
+                        "split)")
     p.add_argument("--joint", action="store_true",
                    help="trajectory runs: bounds on each forecast's relative L2 error that hold for all its calibrated "
                         "frames at once (wider than the per-frame ones; --tolerance always uses them)")
