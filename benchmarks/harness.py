@@ -282,6 +282,13 @@ def headed(text: str, command: str) -> str:
     return "\n".join([*lines[:1], "", f"Command: `{command}`", *lines[1:]])
 
 
+def earlier(results: str | Path, name: str) -> dict[str, Any]:
+    """The results ``name``.json in the folder ``results`` as earlier invocations left it ({} if none): a script
+    that measures one case or model at a time keeps the others'."""
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def write_results(results: str | Path, name: str, result: dict[str, Any], markdown: Callable[[dict[str, Any]], str],
                   load_before: Sequence[float], *libraries: str) -> None:
     """Add the metadata (:func:`metadata`) to ``result``; write ``name``.json and ``name``.md (``markdown`` of the

@@ -22,18 +22,16 @@ Writes benchmarks/results/trust/coverage.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from benchmarks.harness import (
-    argument_parser, command, describe_load, describe_machine, page, table_head, write_results)
+    argument_parser, command, describe_load, describe_machine, earlier, page, table_head, write_results)
 
 from opformer.data.store import read_arrays, read_fields, read_info
 from opformer.serve.forecaster import open_forecaster
@@ -200,13 +198,6 @@ def case_parser(doc: str, splits: int) -> argparse.ArgumentParser:
     parser.add_argument("--frames", type=int, help="frames to roll out (trajectories; default every frame after t_in)")
     parser.add_argument("--splits", type=int, default=splits)
     return parser
-
-
-def earlier(results: str, name: str) -> dict[str, Any]:
-    """The results ``name``.json in the folder ``results`` as earlier invocations left it ({} if none): the cases
-    they measured are kept."""
-    path = Path(results) / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def scored_cases(cases: list[str], frames: int | None

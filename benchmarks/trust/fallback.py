@@ -51,9 +51,8 @@ import numpy as np
 import torch
 
 from benchmarks.harness import (
-    argument_parser, command, describe_load, describe_machine, machine, page, relative_l2, table_head,
+    argument_parser, command, describe_load, describe_machine, earlier, machine, page, relative_l2, table_head,
     write_results)
-from benchmarks.trust.coverage import earlier
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
 from opformer.pde.resolve import resolve_operator, resolve_trajectory

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness import command, describe_load, describe_machine, page, table_head, write_results
-from benchmarks.trust.coverage import case_parser, earlier, scored_cases
+from benchmarks.harness import command, describe_load, describe_machine, earlier, page, table_head, write_results
+from benchmarks.trust.coverage import case_parser, scored_cases
 from opformer.trust.calibration import Calibration, Scores
 
 NAME = "joint"

@@ -35,9 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness import argument_parser, command, describe_load, describe_machine, page, table_head, \
-    write_results
-from benchmarks.trust.coverage import earlier
+from benchmarks.harness import argument_parser, command, describe_load, describe_machine, earlier, page, \
+    table_head, write_results
 from opformer.data.store import read_arrays, read_fields, read_info
 from opformer.errors import OpformerError
 from opformer.grids import axis_kinds

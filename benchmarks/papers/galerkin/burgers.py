@@ -1,23 +1,28 @@
 """The Burgers result of the Galerkin Transformer paper (Table 2a), reproduced on this machine.
 
 Generates the paper-size data set (1024 train + 100 validation + 100 test at n = 8192) if missing, trains
-the chosen configs with the paper's recipe (100 epochs, n = 512) as parallel single-threaded jobs,
+the chosen configs with the paper's recipe (100 epochs, n = 512) as parallel single-threaded jobs (a run already
+trained to its end in ``--runs``, for example by a resumable queue across sessions, is read, not trained again),
 evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT training step at n = 8192
-(batch 4) in a fresh process, and writes benchmarks/results/papers/galerkin/burgers.{json,md}.
+(batch 4) in a fresh process, and writes benchmarks/results/papers/galerkin/burgers.{json,md}; the rows of models
+measured by earlier invocations and not chosen now are kept.
 
     .venv/bin/python -m benchmarks.papers.galerkin.burgers [--models gt,ft,fno1d] [--jobs 2] [--epochs 100]
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from benchmarks.harness import (
-    GIB, ROOT, argument_parser, describe_machine, run_record, table_head, time_step, train_all,
+    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, table_head, time_step, train_all,
     write_results)
 
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
@@ -51,6 +56,9 @@ def markdown(report: dict) -> str:
         paper = "/".join(f"{v:.3f}" for v in PAPER.get(row["model"], [])) + "e-3"
         lines.append(f"| {row['model']} | {row['parameters']:,} | {errs} | {paper} | {row['best_epoch']} | "
                      f"{train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
+    lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
+              "reports its wall time and seconds per step at that load):", ""]
+    lines += [f"- {row['model']}: `{row.get('command', report['command'])}`" for row in report["models"]]
     lines += ["", "Training steps measured in fresh processes (median of 3 after a warm-up):", "",
               *table_head("model", "n", "batch", "threads", "s/step", "peak RSS (GiB)")]
     for p in report["step_profiles"]:
@@ -59,6 +67,16 @@ def markdown(report: dict) -> str:
     lines += ["", "For comparison, the authors' code on this machine: GT 0.109 s per step (b=8, n=512) and "
               "1.4 GiB peak for one GT step at n = 8192, b = 4.", ""]
     return "\n".join(lines)
+
+
+def finished(run: Path) -> dict | None:
+    """The summary of a run trained to its end (its ``summary.json``), with what a queue's run does not record
+    (peak RSS: None; threads: its config's); None for a run not finished."""
+    path = run / "summary.json"
+    if not path.is_file():
+        return None
+    threads = (yaml.safe_load((run / "config.yaml").read_text()).get("train") or {}).get("num_threads")
+    return {**json.loads(path.read_text()), "peak_rss_gib": None, "threads": threads}
 
 
 def train_hours(row: dict) -> float:
@@ -86,11 +104,17 @@ def main() -> None:
                    [f"data.path={data}", f"train.epochs={args.epochs}", f"train.num_threads={threads}"],
                    str(runs / name))
             for name in names}
-    summaries = train_all(list(jobs.values()), args.jobs, threads)
-    rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS)}
-            for name, (config, sets, run) in jobs.items()]
+    summaries = {run: finished(Path(run)) for _, _, run in jobs.values()}
+    summaries.update(train_all([job for job in jobs.values() if summaries[job[2]] is None], args.jobs, threads))
+    rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
+             "run": run, "command": command()} for name, (config, sets, run) in jobs.items()]
     profiles = [step_profile(f"{m}_burgers", 512, 8, n_threads) for m in names for n_threads in (1, 2)]
-    profiles.append(step_profile("gt_burgers", 8192, 4, 2))
+    if "gt" in names:
+        profiles.append(step_profile("gt_burgers", 8192, 4, 2))
+    kept = earlier(args.results, "burgers")
+    rows = [{"command": kept["command"], **row} for row in kept.get("models", []) if row["model"] not in names] + rows
+    profiles = [p for p in kept.get("step_profiles", []) if p["model"].removesuffix("_burgers") not in names
+                and not (p["n"] == 8192 and "gt" in names)] + profiles
     report = {
         "epochs": args.epochs,
         "models": rows,
