@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from opformer.io import write_atomic
 from opformer.processes import exit_with_parent
@@ -110,15 +111,30 @@ def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: 
     return summary
 
 
+def finished(run: str | Path) -> dict[str, Any] | None:
+    """The summary of a run trained to its end (its ``summary.json``; by an earlier invocation or a resumable queue
+    across sessions), with what such a run does not record (peak RSS: None; threads: its config's); None for a run
+    not finished."""
+    run = Path(run)
+    if not (run / "summary.json").is_file():
+        return None
+    threads = (yaml.safe_load((run / "config.yaml").read_text()).get("train") or {}).get("num_threads")
+    return {**json.loads((run / "summary.json").read_text()), "peak_rss_gib": None, "threads": threads}
+
+
 def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, threads: int | None = None
               ) -> dict[str, dict[str, Any]]:
     """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``threads`` threads (default:
-    the machine's cores shared out) in a process of its own; return the summaries by run directory."""
+    the machine's cores shared out) in a process of its own; return the summaries by run directory. A run trained
+    to its end already is read (:func:`finished`), not trained again."""
+    summaries = {run: finished(run) for _, _, run in jobs}
+    left = [job for job in jobs if summaries[job[2]] is None]
     context = multiprocessing.get_context("spawn")
     threads = threads or max(1, (os.cpu_count() or 1) // parallel)
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(train_one, config, sets, run, threads, os.getpid()): run for config, sets, run in jobs}
-        return {futures[f]: f.result() for f in concurrent.futures.as_completed(futures)}
+        futures = {pool.submit(train_one, config, sets, run, threads, os.getpid()): run for config, sets, run in left}
+        summaries.update({futures[f]: f.result() for f in concurrent.futures.as_completed(futures)})
+    return summaries
 
 
 def run_record(summary: dict[str, Any], config: str, sets: list[str]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Generates the paper-size data set (1024 train + 100 validation + 100 test at n = 8192) if missing, trains
 the chosen configs with the paper's recipe (100 epochs, n = 512) as parallel single-threaded jobs (a run already
-trained to its end in ``--runs``, for example by a resumable queue across sessions, is read, not trained again),
+trained to its end in ``--runs``, by an earlier invocation or a resumable queue across sessions, is read),
 evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT training step at n = 8192
 (batch 4) in a fresh process, and writes benchmarks/results/papers/galerkin/burgers.{json,md}; the rows of models
 measured by earlier invocations and not chosen now are kept.
@@ -12,14 +12,11 @@ measured by earlier invocations and not chosen now are kept.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
-
-import yaml
 
 from benchmarks.harness import (
     GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, table_head, time_step, train_all,
@@ -69,16 +66,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def finished(run: Path) -> dict | None:
-    """The summary of a run trained to its end (its ``summary.json``), with what a queue's run does not record
-    (peak RSS: None; threads: its config's); None for a run not finished."""
-    path = run / "summary.json"
-    if not path.is_file():
-        return None
-    threads = (yaml.safe_load((run / "config.yaml").read_text()).get("train") or {}).get("num_threads")
-    return {**json.loads(path.read_text()), "peak_rss_gib": None, "threads": threads}
-
-
 def train_hours(row: dict) -> float:
     """Hours a row trained (rows before benchmarks/harness.py held the run's summary: ``train_seconds``)."""
     return row["train_hours"] if "train_hours" in row else row["train_seconds"] / 3600
@@ -104,8 +91,7 @@ def main() -> None:
                    [f"data.path={data}", f"train.epochs={args.epochs}", f"train.num_threads={threads}"],
                    str(runs / name))
             for name in names}
-    summaries = {run: finished(Path(run)) for _, _, run in jobs.values()}
-    summaries.update(train_all([job for job in jobs.values() if summaries[job[2]] is None], args.jobs, threads))
+    summaries = train_all(list(jobs.values()), args.jobs, threads)
     rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
              "run": run, "command": command()} for name, (config, sets, run) in jobs.items()]
     profiles = [step_profile(f"{m}_burgers", 512, 8, n_threads) for m in names for n_threads in (1, 2)]

@@ -1,11 +1,10 @@
-"""The Burgers benchmark (benchmarks/papers/galerkin/burgers.py) reads runs a queue trained to their end."""
+"""The benchmarks read runs trained to their end (by a resumable queue, across sessions) instead of training them."""
 
 import json
 
 import yaml
 
-from benchmarks.harness import earlier
-from benchmarks.papers.galerkin.burgers import finished
+from benchmarks.harness import earlier, finished, train_all
 
 
 def test_a_finished_run_is_read_and_an_unfinished_one_is_not(tmp_path):
@@ -23,3 +22,13 @@ def test_earlier_results_are_read_back_or_empty(tmp_path):
     assert earlier(tmp_path, "burgers") == {}
     (tmp_path / "burgers.json").write_text(json.dumps({"models": [{"model": "gt"}]}))
     assert earlier(tmp_path, "burgers") == {"models": [{"model": "gt"}]}
+
+
+def test_train_all_reads_a_finished_run_and_starts_no_process(tmp_path):
+    run = tmp_path / "done"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({"train": {"num_threads": 2}}))
+    (run / "summary.json").write_text(json.dumps({"epochs": 3}))
+    # the config does not exist: a job that were trained would fail
+    assert train_all([("missing.yaml", [], str(run))], 1) == {str(run): {"epochs": 3, "peak_rss_gib": None,
+                                                                         "threads": 2}}
