@@ -40,6 +40,8 @@ from benchmarks.harness import (
     GIB, RESULTS, ROOT, argument_parser, command, listed, merged_runs, per_model_epochs, run_record, table_head,
     table_row, train_all, write_results)
 
+from opformer.data.store import read_info
+
 CONFIGS = ROOT / "configs" / "factformer"
 PARTS = {
     "kolmogorov": ("kolmogorov", ["kolmogorov_factformer_lm", "kolmogorov_factformer_ar", "kolmogorov_ffno_lm",
@@ -107,6 +109,7 @@ def main() -> None:
         if part in ("kolmogorov", "turbulence3d") and trained:  # the same test frames for every run of a part;
             # from a run of this invocation, as earlier runs' folders may be gone (a new machine)
             entry["persistence"] = persistence_row(Path(args.runs) / trained[0], data[part])
+            entry["grid"] = list(read_info(data[part]).spatial_shape)
             if part == "turbulence3d":
                 entry["persistence"]["fields"] = field_errors(str(Path(args.runs) / trained[0]), data[part],
                                                               persistence=True)
@@ -248,7 +251,8 @@ def markdown(result: dict[str, Any]) -> str:
              "there, threads per run in the tables; 2 cores). Model selection on the validation trajectories' "
              "rollout error (Darcy: on the validation relative L2). Budgets (epochs) per run in the tables.", ""]
     if "kolmogorov" in parts:
-        lines += ["## Kolmogorov flow, 64^2 (the paper's Table 1)", "",
+        n = parts["kolmogorov"].get("grid", [64])[0]  # results from before the grid was kept: 64^2
+        lines += [f"## Kolmogorov flow, {n}^2 (the paper's Table 1)", "",
                   "10 given frames, 16 rolled out; LM: 4 frames per call.", "",
                   *_rollout_table(parts["kolmogorov"]["runs"], parts["kolmogorov"].get("persistence")),
                   ""]
