@@ -122,6 +122,11 @@ def finished(run: str | Path) -> dict[str, Any] | None:
     return {**json.loads((run / "summary.json").read_text()), "peak_rss_gib": None, "threads": threads}
 
 
+def gib(value: float | None) -> str:
+    """A peak memory in GiB as a table shows it; ``-`` where it was not measured (a run read, not trained here)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def train_all(jobs: list[tuple[str, list[str], str]], parallel: int, threads: int | None = None
               ) -> dict[str, dict[str, Any]]:
     """Train ``(config, overrides, run_dir)`` jobs, ``parallel`` at a time, each with ``threads`` threads (default:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, command, listed, merged_runs, per_model_epochs, run_record, table_head,
+    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, table_head,
     table_row, train_all, write_results)
 
 from opformer.data.store import read_info
@@ -198,7 +198,7 @@ def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None =
         lines.append(f"| {row['name']} | {row['parameters']:,} | {test['relative_l2']:.3e} | "
                      f"{test['final_relative_l2']:.3e} | {row['evaluation_seconds_per_sample']:.3f} | "
                      f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
-                     f"{row['peak_rss_gib']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+                     f"{gib(row['peak_rss_gib'])} | {row['best_epoch']}/{row['epochs']} |")
     return lines
 
 
@@ -289,7 +289,7 @@ def markdown(result: dict[str, Any]) -> str:
                 continue
             errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
             lines.append(table_row(name, f"{row['parameters']:,}", errors, f"{row['seconds_per_step']:.3f}",
-                                   row["threads"], f"{row['train_hours']:.2f}", f"{row['peak_rss_gib']:.2f}",
+                                   row["threads"], f"{row['train_hours']:.2f}", gib(row['peak_rss_gib']),
                                    f"{row['best_epoch']}/{row['epochs']}"))
         lines.append("")
     return "\n".join(lines)

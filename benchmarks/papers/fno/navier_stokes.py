@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    ROOT, argument_parser, page, per_model_epochs, run_record, table_head, train_all, write_results)
+    ROOT, argument_parser, gib, page, per_model_epochs, run_record, table_head, train_all, write_results)
 
 MODELS = ("fno2d", "ffno", "dil_resnet")
 STRATEGIES = {"one_step": [], "pushforward": ["rollout.strategy=pushforward", "rollout.unroll_steps=2"]}
@@ -93,7 +93,7 @@ def markdown(result: dict[str, Any]) -> str:
         test = row["test"]
         lines.append(f"| {row['model']} | {row['strategy']} | {row['parameters']:,} | {test['relative_l2']:.3e} | "
                      f"{test['final_relative_l2']:.3e} | {row['seconds_per_step']:.3f} | {row['train_hours']:.2f} | "
-                     f"{row['evaluation_seconds_per_trajectory']:.3f} | {row['peak_rss_gib']:.2f} | "
+                     f"{row['evaluation_seconds_per_trajectory']:.3f} | {gib(row['peak_rss_gib'])} | "
                      f"{row['best_epoch']}/{row['epochs']} |")
     return page(lines,
                 f"Seconds per step: batch 20, {result['runs'][0]['threads']} thread(s) per run; pushforward steps "

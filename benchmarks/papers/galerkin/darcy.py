@@ -25,7 +25,7 @@ from typing import Any
 
 from opformer.config import load_config
 from benchmarks.harness import (
-    ROOT, argument_parser, command, listed, page, run_record, table_head, train_all, write_results)
+    ROOT, argument_parser, command, gib, listed, page, run_record, table_head, train_all, write_results)
 
 # (n_f, n_c) per problem (issue 3's grids). At (85, 29) the inverse GT (d = 192, batch 4, 256 steps an epoch) takes
 # 0.7 s a step on both cores, 5 h for the 100 epochs: more than one 3 h working session, so it resumes over several
@@ -174,7 +174,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {row['problem']} | {row['model']} | ({row['grid'][0]}, {row['grid'][1]}) | "
                      f"{row['parameters']:,} | {errors} | "
                      f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
-                     f"{row['peak_rss_gib']:.2f} | {row['best_epoch']}/{row['epochs']} | {peak_lr(row):g} |")
+                     f"{gib(row['peak_rss_gib'])} | {row['best_epoch']}/{row['epochs']} | {peak_lr(row):g} |")
     lines += ["", "Seconds per step with the threads given; a one-thread run shared the 2 cores with another run. "
               "141 and 211 are zero-shot (the model trained at 85). fno2d is trained exactly like the GT (the "
               "coefficient-weighted H1 loss); fno2d_l2 with the plain relative L2 loss, as the paper retrained its "
