@@ -151,9 +151,9 @@ def select(scores: Scores) -> dict[str, Any]:
     record: dict[str, Any] = {"samples": len(errors), "score": DEFAULT_SCORE, "scale": DEFAULT_SCALE}
     if conformal_rank(len(errors), c) is None:
         return record
-    ratios = {"relative_l2": conformal_quantile(errors, c) / errors}
-    for name, estimate in scores.difficulties().items():
-        ratios[name] = conformal_quantile(normalized_scores(errors, estimate.expand_as(errors)), c) * estimate / errors
+    difficulties = scores.difficulties()  # the scores as the calibration stores them, their bounds over the errors
+    ratios = {name: conformal_quantile(values, c) * difficulties.get(name, 1.0) / errors
+              for name, values in scores.sample_scores().items()}
     level = point_level(c)
     widths = {scale: conformal_quantile(cat[scale][:, :, level], c) * cat[f"width_{scale}"] for scale in SCALES}
     record["median_bound_over_error"] = {k: float(v.median()) for k, v in ratios.items()}
