@@ -220,10 +220,15 @@ def timing_log(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def joined_loads(values: Sequence[float]) -> str:
+    """Load averages as the results show them: "a / b / c", two decimals each."""
+    return " / ".join(f"{v:.2f}" for v in values)
+
+
 def describe_load(result: dict[str, Any]) -> str:
     """The load averages a result's :func:`metadata` recorded: "load average (1/5/15 min) before a / b / c,
     after d / e / f"."""
-    before, after = (" / ".join(f"{v:.2f}" for v in result[key]) for key in ("loadavg_before", "loadavg_after"))
+    before, after = (joined_loads(result[key]) for key in ("loadavg_before", "loadavg_after"))
     return f"load average (1/5/15 min) before {before}, after {after}"
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyamg
 from threadpoolctl import threadpool_limits
 
-from benchmarks.harness import ROOT, argument_parser, quantity_table, write_results
+from benchmarks.harness import ROOT, argument_parser, joined_loads, quantity_table, write_results
 from opformer.data.generate import generate_file
 from opformer.pde.darcy import (
     DEFAULT_TOLERANCE,
@@ -128,7 +128,7 @@ def markdown(result: dict[str, Any]) -> str:
         ("samples x grid", f"{result['samples']} x {result['resolution']}^2 ({result['workers']} worker processes)"),
         ("wall time", f"{seconds:.1f} s (target {result['target_seconds']} s)"),
         ("samples / s", f"{result['samples_per_second']:.2f}"),
-        ("load average (1 min) before / at start / after", " / ".join(f"{load:.2f}" for load in loads)),
+        ("load average (1 min) before / at start / after", joined_loads(loads)),
         ("per sample, one core: GRF / assembly / AMG setup / AMG solve",
          " / ".join(f"{stages[k]:.3f}" for k in ("grf_sample", "assembly", "amg_setup", "amg_solve")) + " s"),
         ("direct sparse LU, one sample, one core", f"{stages['direct_lu']:.2f} s"),

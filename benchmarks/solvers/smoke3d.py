@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import (
-    argument_parser, describe_load, describe_machine, page, quantity_table, relative_l2, write_results)
+    argument_parser, describe_load, describe_machine, joined_loads, page, quantity_table, relative_l2,
+    write_results)
 from opformer.pde.smoke import cell_means
 from opformer.pde.smoke3d import CHANNELS, generate_smoke3d, initial_smoke3d, solve_smoke3d
 
@@ -65,7 +66,7 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append((f"{n}^3: wall (CPU, all threads) seconds per trajectory, {t['samples']} timed",
                      f"{t['wall_seconds_per_trajectory']:.1f} ({t['cpu_seconds_per_trajectory']:.1f}); "
                      f"{t['megabytes_per_trajectory']:.0f} MB stored (float32); load after "
-                     + " / ".join(f"{v:.2f}" for v in t["loadavg_after"])))
+                     + joined_loads(t["loadavg_after"])))
     for name, values in result["rel_l2_32_vs_64_cell_means_per_frame"].items():
         rows.append((f"rel. L2 of {name}, 32^3 vs 64^3 cell means, stored frames 1, 5, 10, 20",
                      ", ".join(f"{values[i]:.3f}" for i in (0, 4, 9, 19))))

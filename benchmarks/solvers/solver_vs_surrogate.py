@@ -46,10 +46,8 @@ def markdown(result: dict[str, Any]) -> str:
                 ratios = sorted((row[key] for row in comparison["rows"] if row[key] is not None))
                 spans.append("n/a" if not ratios else f"{ratios[0]:.3g}x" if len(ratios) == 1
                              else f"{ratios[0]:.3g}x to {ratios[-1]:.3g}x")
-            lines.append(f"- {comparison['solver']}: solver / surrogate {spans[0]} (processor time {spans[1]}); load "
-                         "average (1/5/15 min) before " + " / ".join(f"{v:.2f}" for v in comparison["loadavg_before"])
-                         + ", after " + " / ".join(f"{v:.2f}" for v in comparison["loadavg_after"])
-                         + f"; `{comparison['command']}`")
+            lines.append(f"- {comparison['solver']}: solver / surrogate {spans[0]} (processor time {spans[1]}); "
+                         f"{describe_load(comparison)}; `{comparison['command']}`")
         lines.append("")
     return "\n".join(lines)
 

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from benchmarks.harness import (
-    argument_parser, command, describe_load, describe_machine, earlier, page, table_head, write_results)
+    argument_parser, command, describe_load, describe_machine, earlier, joined_loads, page, table_head,
+    write_results)
 
 from opformer.data.store import read_arrays, read_fields, read_info
 from opformer.serve.forecaster import open_forecaster
@@ -160,7 +161,7 @@ def markdown(result: dict[str, Any]) -> str:
         m = case["meta"]
         lines.append(f"| {name} | {m['run']} | {m['data']} | {m['kind']} | {m['samples']} | {m['frames']} | "
                      f"{case['splits']['flagged_share']:.3f} | `{case['command']}` | "
-                     + " / ".join(f"{v:.2f}" for v in case["loadavg"]) + " |")
+                     + joined_loads(case["loadavg"]) + " |")
     if result.get("shift"):
         sh = result["shift"]
         lines += ["", "## Shift: calibrated on one viscosity, predicting another (relative_l2 score)", "",
@@ -169,7 +170,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{sh['flagged_share']:.1%} of the test samples. Median relative L2 per frame: calibration "
                   + ", ".join(f"{v:.3f}" for v in sh["calibration_median_error"]) + "; test "
                   + ", ".join(f"{v:.3f}" for v in sh["test_median_error"]) + f". `{sh['command']}`; load average after "
-                  + " / ".join(f"{v:.2f}" for v in sh["loadavg"]) + ".", "",
+                  + joined_loads(sh["loadavg"]) + ".", "",
                   *table_head("nominal", "coverage (mean over frames)", "first frame", "last frame",
                               "unflagged samples", "median error / bound", "relative_l2/roughness coverage")]
         for c, row in sh["coverage"].items():

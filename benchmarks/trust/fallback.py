@@ -51,8 +51,8 @@ import numpy as np
 import torch
 
 from benchmarks.harness import (
-    argument_parser, command, describe_load, describe_machine, earlier, machine, page, relative_l2, table_head,
-    write_results)
+    argument_parser, command, describe_load, describe_machine, earlier, joined_loads, machine, page, relative_l2,
+    table_head, write_results)
 from opformer.data.store import (read_arrays, read_fields, read_info, write_operator_dataset,
                                  write_trajectory_dataset)
 from opformer.pde.resolve import resolve_operator, resolve_trajectory
@@ -235,9 +235,9 @@ def calibrated_case(run: str, files: dict[str, str], factors: list[float], folde
                             "solver_max_error_vs_stored": solved["solver_max_error_vs_stored"],
                             "loadavg": list(os.getloadavg())}
         for factor in factors:
+            # in float32, as the bounds are written: a bound equal to the tolerance is not over it
+            tolerance = float(np.float32(factor * plain.max()))
             for score in group.offered:
-                # in float32, as the bounds are written: a bound equal to the tolerance is not over it
-                tolerance = float(np.float32(factor * plain.max()))
                 row = fallback_row(run, path, solved["truth"], solved["frames"], tolerance, folder / "fallback.h5",
                                    solved["seconds"], score)
                 rows.append({"data": label, "score": score, "factor": factor, **row})
@@ -254,17 +254,15 @@ def shift_markdown(result: dict[str, Any]) -> str:
              f"{describe_machine(result['machine'])}; {describe_load(result)} (the last invocation).", "",
              result["note"], ""]
     for name, c in result["cases"].items():
-        load = " / ".join(f"{v:.2f}" for v in c["loadavg_before"]) + ", after " + " / ".join(
-            f"{v:.2f}" for v in c["loadavg_after"])
         lines += [f"## {name}", "", f"Command: `{c['command']}`", "",
-                  f"{describe_machine(c['machine'])}; load average (1/5/15 min) before {load}.", "",
+                  f"{describe_machine(c['machine'])}; {describe_load(c)}.", "",
                   f"Run {c['run']} ({c['kind']}), its own calibration: {c['calibration_samples']} samples, scores "
                   f"offered {', '.join(c['offered'])}, chosen {c['calibration_score']}; plain bound at "
                   f"{result['coverage']} (largest frame) {max(c['plain_bound']):.4f}.", "",
                   *table_head("data", "samples x frames", "solving all (measured)", "solver vs stored truth",
                               "load average after"),
                   *[f"| {label} | {d['samples']} x {max(d['frames'], 1)} | {d['solve_all_seconds']:.2f} s | "
-                    f"{d['solver_max_error_vs_stored']:.1e} | " + " / ".join(f"{v:.2f}" for v in d["loadavg"]) + " |"
+                    f"{d['solver_max_error_vs_stored']:.1e} | " + joined_loads(d["loadavg"]) + " |"
                     for label, d in c["files"].items()], "",
                   *table_head("data", "score", "tolerance (x plain bound)", "sent to the solver", "of them flagged",
                               "fallback wall time", "solving all: in the same call / once per file",
@@ -282,7 +280,7 @@ def shift_markdown(result: dict[str, Any]) -> str:
                          f"{data['solve_all_seconds']:.2f} s | "
                          f"{r['report_all_solver_seconds'] / r['seconds']:.2f}x / {r['speedup']:.2f}x | {worst} | "
                          f"{within} | "
-                         + " / ".join(f"{v:.2f}" for v in r["loadavg"]) + " |")
+                         + joined_loads(r["loadavg"]) + " |")
         lines.append("")
     return page(lines)
 
@@ -348,7 +346,7 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{k['per_sample_bound'] / k['predict']:.1%} | {k['bounds']:.3f} s | "
                      f"{k['bounds'] / k['predict']:.1%} |")
     lines += ["", *table_head("case", "command", "load average after"),
-              *[f"| {name} | `{c['command']}` | " + " / ".join(f"{v:.2f}" for v in c["loadavg"]) + " |"
+              *[f"| {name} | `{c['command']}` | " + joined_loads(c["loadavg"]) + " |"
                 for name, c in result["cases"].items()]]
     return page(lines,
                 "Solver answers against the stored truth (largest relative L2): " + ", ".join(

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness import command, describe_load, describe_machine, earlier, page, table_head, write_results
+from benchmarks.harness import (
+    command, describe_load, describe_machine, earlier, joined_loads, page, table_head, write_results)
 from benchmarks.trust.coverage import case_parser, scored_cases
 from opformer.trust.calibration import Calibration, Scores
 
@@ -96,7 +97,7 @@ def markdown(result: dict[str, Any]) -> str:
         m, s = case["meta"], case["splits"]
         lines.append(f"| {name} | {m['run']} | {m['data']} | {s['n_scale']} / {s['n_cal']} / {s['n_test']} | "
                      f"{s['frames']} | {case['count']} | `{case['command']}` | "
-                     + " / ".join(f"{v:.2f}" for v in case["loadavg"]) + " |")
+                     + joined_loads(case["loadavg"]) + " |")
     return page(lines)
 
 

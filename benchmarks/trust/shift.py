@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness import argument_parser, command, describe_load, describe_machine, earlier, page, \
-    table_head, write_results
+from benchmarks.harness import argument_parser, command, describe_load, describe_machine, earlier, \
+    joined_loads, page, table_head, write_results
 from opformer.data.store import read_arrays, read_fields, read_info
 from opformer.errors import OpformerError
 from opformer.grids import axis_kinds
@@ -209,7 +209,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f"Run {case_['run']}{_given(case_)} ({case_['kind']}, {case_['frames']} calibrated frames), {n} calibration "
                   f"samples (target coverage [{c:.3f}, {c + 1 / (n + 1):.3f}], flag rate ~ {1 / (n + 1):.3f}); the "
                   f"score calibration chose: {case_['calibration_score']}. `{case_['command']}`; load average after "
-                  + " / ".join(f"{v:.2f}" for v in case_["loadavg"]) + ".", "",
+                  + joined_loads(case_["loadavg"]) + ".", "",
                   *table_head("score", "bounds", "data", "samples", "coverage", "coverage of unflagged", "flagged",
                               "silent failures", "goal met", "mean bound")]
         for score, per_file in case_["scores"].items():
@@ -231,7 +231,7 @@ def markdown(result: dict[str, Any]) -> str:
             errors = d["median_error_per_frame"]
             shown = ", ".join(f"{v:.3f}" for v in (errors if len(errors) <= 4 else [*errors[:2], *errors[-2:]]))
             lines.append(f"| {label} | {case_['files'][label]} | {d['samples']} | {shown} | {d['seconds']:.1f} | "
-                         + " / ".join(f"{v:.2f}" for v in d["loadavg"]) + " |")
+                         + joined_loads(d["loadavg"]) + " |")
         lines.append("")
     return page(lines)
 
