@@ -12,9 +12,9 @@ one run per invocation over several sessions; training runs resume where they st
    ``attention_cost``: factorised versus full-grid linear attention in the same model, same heads (the paper's
    Table 4), forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
    fresh process per cell, batch 4).
-3. ``turbulence3d``: FactFormer-LM versus FNO3d-LM on forced isotropic turbulence at 32^3: both predict the
-   velocity u = (u, v, w) and the pressure p, and the table gives the error of each (the paper's Table 2 columns;
-   files generated before the pressure existed hold u only, and give the u columns).
+3. ``turbulence3d``: FactFormer-LM against FNO3d-LM, F-FNO3d-LM and Dil-ResNet3d-LM on forced isotropic turbulence
+   at 32^3: each predicts the velocity u = (u, v, w) and the pressure p, and the table gives the error of each
+   (the paper's Table 2 columns; files generated before the pressure existed hold u only, and give the u columns).
 4. ``darcy``: FactFormer trained at 85 and evaluated zero-shot at 141 and 211, beside the Galerkin
    Transformer of benchmarks/papers/galerkin/darcy.py (its row in benchmarks/results/papers/galerkin/darcy.json).
 
@@ -48,7 +48,8 @@ PARTS = {
                                   "kolmogorov_fno2d_lm"]),
     "attention": ("kolmogorov", ["kolmogorov_linear"]),
     "attention_cost": ("", []),
-    "turbulence3d": ("turbulence3d", ["turbulence3d_factformer_lm", "turbulence3d_fno3d_lm"]),
+    "turbulence3d": ("turbulence3d", ["turbulence3d_factformer_lm", "turbulence3d_fno3d_lm", "turbulence3d_ffno3d_lm",
+                                      "turbulence3d_dil_resnet_lm"]),
     "darcy": ("darcy", ["darcy_factformer"]),
 }
 DARCY_FINE, DARCY_ZERO_SHOT = 85, (141, 211)
