@@ -113,7 +113,7 @@ def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
 def markdown(result: dict[str, Any]) -> str:
     """The results markdown: the criterion, then one row per run."""
     lines = [f"# Learning curves: {result['name']}", "", f"Criterion: {result['criterion']}.", "",
-             f"Curves: `{result['plot']}`. Command: `{result['command']}`.", "",
+             f"Curves: `{result['plot']}`.", "",
              *table_head("run", "epochs", "best epoch", "best validation error", "last fifth's gain", "converged")]
     for row in result["runs"]:
         gain = "" if row["last_fifth_gain"] is None else f"{100 * row['last_fifth_gain']:.1f}%"
