@@ -1,12 +1,12 @@
 """Darcy forward and inverse benchmark (Cao 2021, Examples 5.2-5.3): GT and FNO2d side by side.
 
 Trains each model with the paper's configs (configs/darcy/, configs/darcy_inverse/): the forward problem at
-(n_f, n_c) = (85, 29), evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01 at (85, 29)
-or the grid ``--inverse-grid`` gives (``GRIDS`` says why). ``--models`` also takes ``fno2d_l2`` (forward only):
+(n_f, n_c) = (85, 29), evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01 (the
+paper's Table 3 also has 0 and 0.1: ``--noise``) at (85, 29) or the grid ``--inverse-grid`` gives (``GRIDS`` says why). ``--models`` also takes ``fno2d_l2`` (forward only):
 the FNO2d with the plain relative L2 loss, as the paper retrained its baseline with the FNO code, beside
 ``fno2d`` trained exactly like the GT (the H1 loss). Each run trains in a fresh process (its peak resident
 memory is its own); runs resume where they stopped, so a budget can be spread over several invocations; a row is
-replaced only by a run of the same problem, model and grid.
+replaced only by a run of the same problem, model, grid and eps.
 
 Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy_421.h5``::
 
@@ -40,13 +40,16 @@ PAPER = {"forward": "0.84e-2 (GT, n_f = 141)", "inverse": "2.55e-2 (GT, n_f = 14
 # At 5e-4 (the paper's 2D rate for its other attentions) it diverged the same way at epoch 26 (rate 4.8e-4; training
 # loss 0.076 -> 2.07, validation 0.067 at epoch 24 -> 0.505): attention layers 2-6 went from adding 0.1-0.3x
 # their input to the residual stream to 4-15x, the encoder output grew 1e5-fold, the regressor saturated to a constant.
-# Hence a quarter of the paper's rate (the (43, 15) row was trained at 5e-4, which was stable there).
-INVERSE_GT_LR = 2.5e-4
+# Hence a quarter of the paper's rate at (85, 29) and any other grid; at (43, 15) 5e-4 was stable, and every eps
+# there trains at it, so the rows of Table 3's noise levels share one recipe.
+INVERSE_GT_LR = {(43, 15): 5e-4}
+INVERSE_GT_LR_DEFAULT = 2.5e-4
 
 
-def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, epochs: int, n_train: int
-                  ) -> tuple[Path, list[str]]:
-    """The paper config of a model/problem and the overrides that put it on the grid ``(n_f, n_c)`` and budget."""
+def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, epochs: int, n_train: int,
+                  noise: float | None = None) -> tuple[Path, list[str]]:
+    """The paper config of a model/problem and the overrides that put it on the grid ``(n_f, n_c)`` and budget,
+    and an inverse problem's inputs on the noise level ``noise`` (None: the config's eps = 0.01)."""
     folder = "darcy" if problem == "forward" else "darcy_inverse"
     config = ROOT / "configs" / folder / f"{model}_141.yaml"
     if not config.exists():
@@ -57,10 +60,12 @@ def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, ep
         sets.append(f"model.coarse_size={coarse}")
     if problem == "inverse":
         sets.append(f"data.target_resolution={coarse}")
+        if noise is not None:
+            sets.append(f"data.input_noise={noise}")
         if model.startswith("fno2d"):
             sets.append(f"model.output_size={coarse}")
         else:
-            sets.append(f"optim.lr={INVERSE_GT_LR}")
+            sets.append(f"optim.lr={INVERSE_GT_LR.get(grid, INVERSE_GT_LR_DEFAULT)}")
     return config, sets
 
 
@@ -73,6 +78,8 @@ def main() -> None:
     parser.add_argument("--problems", default="forward,inverse")
     parser.add_argument("--inverse-grid", default=",".join(map(str, GRIDS["inverse"])),
                         help="(n_f, n_c) of the inverse problem as NF,NC (n_f = 420/s + 1, n_c < n_f)")
+    parser.add_argument("--noise", type=float, default=None,
+                        help="eps of the inverse problem's input noise (default: the configs' 0.01)")
     parser.add_argument("--runs", default="runs/darcy-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -85,9 +92,11 @@ def main() -> None:
     for problem in problems:
         fine, coarse = grids[problem]
         for model in args.models.split(","):
-            config, sets = run_overrides(model, problem, (fine, coarse), args.data, args.epochs, args.n_train)
+            config, sets = run_overrides(model, problem, (fine, coarse), args.data, args.epochs, args.n_train,
+                                         args.noise)
+            suffix = f"-eps{args.noise:g}" if problem == "inverse" and args.noise is not None else ""
             jobs.append((model, problem, (fine, coarse), str(config), sets,
-                         str(runs / f"{problem}-{model}-{fine}-{coarse}")))
+                         str(runs / f"{problem}-{model}-{fine}-{coarse}{suffix}")))
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for *_, config, sets, run in jobs], args.jobs, args.threads)
@@ -130,15 +139,24 @@ def parse_grid(text: str) -> tuple[int, int]:
 def merged_rows(path: Path, rows: list[dict[str, Any]], epochs: int, n_train: int) -> list[dict[str, Any]]:
     """``rows`` plus the runs of an earlier result with the same budget that these do not replace (same problem,
     model and grid), so the table can be filled by several invocations (one per session); forward before
-    inverse, then by grid, GT before FNO2d."""
+    inverse, then by grid, GT before FNO2d, then by eps."""
     previous = json.loads(path.read_text()) if path.exists() else {}
     same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
-    new = {(r["problem"], r["model"], tuple(r["grid"])) for r in rows}
-    kept = [r for r in previous.get("runs", []) if same_budget and "grid" in r
-            and (r["problem"], r["model"], tuple(r["grid"])) not in new]
+    new = {row_key(r) for r in rows}
+    kept = [r for r in previous.get("runs", []) if same_budget and "grid" in r and row_key(r) not in new]
     order = {"forward": 0, "inverse": 1, "gt": 0, "fno2d": 1, "fno2d_l2": 2}
     return sorted(kept + rows, key=lambda r: (order.get(r["problem"], 2), r["grid"], order.get(r["model"], 2),
-                                              r["model"]))
+                                              r["model"], noise(r)))
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, str, tuple[int, ...], float]:
+    """What a row measures: its problem, model, grid and input noise eps."""
+    return row["problem"], row["model"], tuple(row["grid"]), noise(row)
+
+
+def noise(row: dict[str, Any]) -> float:
+    """The input noise eps a row was trained and evaluated with: its config file with the row's overrides."""
+    return load_config(ROOT / row["config"], row["overrides"]).data.input_noise
 
 
 def peak_lr(row: dict[str, Any]) -> float:
@@ -157,8 +175,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Commands: {commands}. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) per row (issue 3 asks for (85, 29); "
         "(43, 15) halves the inverse grid); model selection on 100 validation samples, "
-        "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: eps = 0.01 "
-        "noise in training and evaluation; peak learning rate per row (the paper's 1e-3 made the inverse GT diverge "
+        "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: noise of the "
+        "row's eps in training and evaluation; peak learning rate per row (the paper's 1e-3 made the inverse GT diverge "
         f"at (85, 29); benchmarks/papers/galerkin/darcy.py says how). Load average before/after: "
         f"{result['loadavg_before'][0]:.2f} / "
         f"{result['loadavg_after'][0]:.2f} (last command).",
@@ -166,12 +184,13 @@ def markdown(result: dict[str, Any]) -> str:
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
         f"GT <= {result['targets']['inverse']:.1e} (paper {result['paper']['inverse']}), each below FNO2d.",
         "",
-        *table_head("problem", "model", "(n_f, n_c)", "parameters", "rel. L2 (test) at n_f", "s/step", "threads",
+        *table_head("problem", "model", "(n_f, n_c)", "eps", "parameters", "rel. L2 (test) at n_f", "s/step", "threads",
                     "train h", "peak RSS GiB", "best epoch", "peak lr"),
     ]
     for row in result["runs"]:
         errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])
-        lines.append(f"| {row['problem']} | {row['model']} | ({row['grid'][0]}, {row['grid'][1]}) | "
+        eps = f"{noise(row):g}" if row["problem"] == "inverse" else "-"
+        lines.append(f"| {row['problem']} | {row['model']} | ({row['grid'][0]}, {row['grid'][1]}) | {eps} | "
                      f"{row['parameters']:,} | {errors} | "
                      f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
                      f"{gib(row['peak_rss_gib'])} | {row['best_epoch']}/{row['epochs']} | {peak_lr(row):g} |")
@@ -183,7 +202,8 @@ def markdown(result: dict[str, Any]) -> str:
            and tuple(r["grid"]) != GRIDS["inverse"] for r in result["runs"]):
         lines[-1] += (" Inverse rows whose command has no --inverse-grid ran when (43, 15) was the script's only "
                       "inverse grid: add --inverse-grid 43,15 to rerun them (a rerun trains the GT at the script's "
-                      f"current peak rate, {INVERSE_GT_LR:g}; the peak lr column gives the rate each row had).")
+                      f"current peak rate there, {INVERSE_GT_LR[(43, 15)]:g}; the peak lr column gives the rate each "
+                      "row had).")
     return page(lines)
 
 

@@ -1,0 +1,30 @@
+"""The Darcy benchmark's rows: the inverse problem's noise levels (the paper's Table 3 columns eps = 0, 0.01, 0.1)
+are rows of their own, each trained at its grid's peak rate."""
+
+import json
+
+from benchmarks.papers.galerkin.darcy import merged_rows, run_overrides
+
+
+def row(eps_sets: list[str], error: float) -> dict:
+    config, sets = run_overrides("gt", "inverse", (43, 15), "d.h5", 100, 1024)
+    return {"problem": "inverse", "model": "gt", "grid": [43, 15], "config": str(config.relative_to(config.parents[2])),
+            "overrides": sets + eps_sets, "test": [{"resolution": 43, "relative_l2": error}]}
+
+
+def test_the_noise_level_and_the_grids_peak_rate_are_overrides():
+    _, sets = run_overrides("gt", "inverse", (43, 15), "d.h5", 100, 1024, noise=0.1)
+    assert "data.input_noise=0.1" in sets and "optim.lr=0.0005" in sets
+    _, sets = run_overrides("gt", "inverse", (85, 29), "d.h5", 100, 1024)
+    assert "optim.lr=0.00025" in sets and not any(s.startswith("data.input_noise") for s in sets)
+    _, sets = run_overrides("gt", "forward", (85, 29), "d.h5", 100, 1024, noise=0.1)
+    assert not any(s.startswith(("data.input_noise", "optim.lr")) for s in sets)
+
+
+def test_a_row_of_another_eps_is_kept_and_one_of_the_same_eps_replaced(tmp_path):
+    path = tmp_path / "darcy.json"
+    path.write_text(json.dumps({"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}))
+    noisier = row(["data.input_noise=0.1"], 0.07)
+    assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [noisier], 100, 1024)] == [0.044, 0.07]
+    again = row(["data.input_noise=0.01"], 0.043)  # the configs' eps, stated
+    assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [again], 100, 1024)] == [0.043]
