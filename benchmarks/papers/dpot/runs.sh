@@ -45,7 +45,7 @@ run() {
 
 ablation() {  # §4.3 noise (Table 4 analog) and §4.4 architecture (Table 7 analog), DPOT nano on {DR, SWE, CNS}
   local noise
-  for noise in 0.2 0 0.02 2.0; do
+  for noise in 0.2 0 0.02 2.0 20.0; do
     run "noise_$noise" configs/mixture/ablation_dpot_nano.yaml --set "rollout.noise=$noise" || return $?
   done
   run afno_nano configs/mixture/ablation_dpot_nano.yaml --set model.shrink=0.01 || return $?
