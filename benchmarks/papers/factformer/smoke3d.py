@@ -103,16 +103,16 @@ def evaluate(run: str, data_path: str, persistence: bool = False) -> dict[str, A
     test trajectory, truth and prediction."""
     import torch
 
-    from opformer.eval.evaluate import load_run, rollout_row
+    from opformer.eval.evaluate import rollout_row, single_file_run
     from opformer.eval.metrics import persistence as repeat_last
 
-    checkpoint, surrogate, payload = load_run(run)
+    opened = single_file_run(run)
     device = torch.device("cpu")
     started = time.perf_counter()
-    row, data, preds = rollout_row(surrogate, payload, checkpoint, data_path, None, "test", device, BATCH,
-                                   step=repeat_last if persistence else None)
+    row, data, preds = rollout_row(opened.surrogate, opened.payload, str(opened.checkpoint()), data_path, None,
+                                   "test", device, BATCH, step=repeat_last if persistence else None)
     seconds = (time.perf_counter() - started) / -(-len(data) // BATCH)
-    t_in = surrogate.spec["data"]["t_in"]
+    t_in = opened.surrogate.spec["data"]["t_in"]
     truth = data.fields[:, t_in:t_in + row["frames"]]
     errors = channel_errors(preds, truth)
     middle = truth.shape[3] // 2

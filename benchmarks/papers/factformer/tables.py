@@ -147,13 +147,13 @@ def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, di
     as the paper's Table 2; of the persistence baseline with ``persistence``."""
     import torch
 
-    from opformer.eval.evaluate import load_run, rollout_row
+    from opformer.eval.evaluate import rollout_row, single_file_run
     from opformer.eval.metrics import persistence as repeat_last, relative_l2_per_sample
 
-    checkpoint, surrogate, payload = load_run(run)
-    row, split, preds = rollout_row(surrogate, payload, checkpoint, data, None, "test", torch.device("cpu"),
-                                    step=repeat_last if persistence else None)
-    t_in, channels = surrogate.spec["data"]["t_in"], split.info.input_channels
+    opened = single_file_run(run)
+    row, split, preds = rollout_row(opened.surrogate, opened.payload, str(opened.checkpoint()), data, None, "test",
+                                    torch.device("cpu"), step=repeat_last if persistence else None)
+    t_in, channels = opened.surrogate.spec["data"]["t_in"], split.info.input_channels
     truth = split.fields[:, t_in:t_in + row["frames"]]
     errors = {}
     for field, names in FIELDS.items():

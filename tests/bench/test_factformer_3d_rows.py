@@ -1,0 +1,51 @@
+"""FactFormer's 3D tables read a trained run's test rollouts: Table 2's u and p errors (the velocity's three
+components together) and Table 3's d and u, beside persistence on the same frames."""
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.papers.factformer import smoke3d, tables
+from opformer.config import config_from_dict
+from opformer.data.store import write_trajectory_dataset
+from opformer.data.trajectories import load_trajectories
+from opformer.train.trainer import train
+
+
+def cube_run(tmp_path, channels: list[str]):
+    """A 3D trajectory file (10 trajectories of 8 frames on 4^3) with ``channels`` and a run trained on it."""
+    rng = np.random.default_rng(0)
+    fields = rng.normal(size=(10, 8, 4, 4, 4, len(channels))).cumsum(axis=1)
+    data = write_trajectory_dataset(tmp_path / "cube.h5", fields, np.arange(8.0), pde={}, solver={},
+                                    domain={"lengths": [1.0] * 3, "periodic": [True] * 3}, seed=0, channels=channels)
+    config = {"seed": 0, "model": {"name": "fno3d_time", "width": 4, "modes": 2, "n_layers": 1,
+                                   "in_channels": len(channels)},
+              "data": {"path": str(data), "n_train": 6, "n_val": 2, "n_test": 2},
+              "schedule": {"name": "constant"}, "train": {"epochs": 1, "batch_size": 6, "num_threads": 1},
+              "rollout": {"t_in": 3, "t_out": 1, "eval_frames": 5}}
+    train(config_from_dict(config), tmp_path / "run")
+    return str(tmp_path / "run"), str(data)
+
+
+def test_table_2_reads_each_fields_error_and_persistences(tmp_path):
+    run, data = cube_run(tmp_path, ["u", "v", "w", "p"])
+    errors = tables.field_errors(run, data)
+    assert set(errors) == {"u", "p"}
+    truth = load_trajectories(data, "test", n_train=6, n_val=2, n_test=2).fields
+    last, future = truth[:, 2, ..., :3], truth[:, 3:8, ..., :3]
+    per_frame = ((future - last[:, None]).flatten(2).norm(dim=-1) / future.flatten(2).norm(dim=-1)).mean(dim=0)
+    persistence = tables.field_errors(run, data, persistence=True)["u"]
+    assert persistence["final_relative_l2"] == pytest.approx(per_frame[-1].item(), rel=1e-5)
+    assert persistence["relative_l2"] == pytest.approx(per_frame.mean().item(), rel=1e-5)
+
+
+def test_table_3_reads_d_and_u_per_frame_and_the_slice(tmp_path):
+    run, data = cube_run(tmp_path, ["d", "u", "v", "w"])
+    out = smoke3d.evaluate(run, data)
+    assert len(out["d"]["per_frame"]) == len(out["u"]["per_frame"]) == out["frames"] == 5
+    assert out["u"]["final"] == out["u"]["per_frame"][-1]
+    assert np.shape(out["slice_d_final"]) == (4, 4) and "inference_seconds_batch" in out
+    truth = load_trajectories(data, "test", n_train=6, n_val=2, n_test=2).fields
+    assert out["slice_d_final_truth"] == [[round(float(v), 4) for v in line] for line in truth[0, -1, :, 2, :, 0]]
+    assert "inference_seconds_batch" not in smoke3d.evaluate(run, data, persistence=True)
+    assert torch.isfinite(torch.tensor(out["d"]["per_frame"])).all()
