@@ -97,15 +97,13 @@ def per_model_epochs(text: str, models: list[str]) -> dict[str, int]:
 
 def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: int) -> dict[str, Any]:
     """Train (or resume) one run in this (fresh) process; its summary with the peak RSS and threads."""
-    import torch
-
     from opformer.config import load_config
     from opformer.train.trainer import train
 
     exit_with_parent(2.0, parent)  # an orphaned run would hold a core for hours; it resumes from its checkpoint
-    torch.set_num_threads(threads)
     resume = (Path(run_dir) / "config.yaml").exists()
-    summary = train(load_config(config, sets), run_dir, resume=resume)
+    # the threads in the run's config, so that a reader of the finished run (:func:`finished`) knows them
+    summary = train(load_config(config, [*sets, f"train.num_threads={threads}"]), run_dir, resume=resume)
     summary["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     summary["threads"] = threads
     return summary
@@ -113,8 +111,8 @@ def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: 
 
 def finished(run: str | Path) -> dict[str, Any] | None:
     """The summary of a run trained to its end (its ``summary.json``; by an earlier invocation or a resumable queue
-    across sessions), with what such a run does not record (peak RSS: None; threads: its config's); None for a run
-    not finished."""
+    across sessions), with what such a run does not record (peak RSS: None; threads: its config's, None where it
+    has none); None for a run not finished."""
     run = Path(run)
     if not (run / "summary.json").is_file():
         return None

@@ -151,7 +151,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{row['d']['mean']:.4f} ({paper[0]}) | {row['d']['final']:.4f} ({paper[1]}) | "
             f"{row['u']['mean']:.4f} ({paper[2]}) | {row['u']['final']:.4f} ({paper[3]}) | "
             f"{row['inference_seconds_batch']:.2f}" + (f" ({seconds})" if seconds else "") + " | "
-            f"{row['seconds_per_step']:.2f} | {row['threads']} | {60 * row['train_hours']:.1f} | "
+            f"{row['seconds_per_step']:.2f} | {row['threads'] or '-'} | {60 * row['train_hours']:.1f} | "
             f"{row['best_epoch']}/{row['epochs']} | "
             + (" / ".join(f"{load[0]:.1f}" for load in row["loadavg_before_after"]) if "loadavg_before_after" in row
                else "") + " |")

@@ -198,7 +198,7 @@ def _rollout_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None =
         (test,) = row["test"]
         lines.append(f"| {row['name']} | {row['parameters']:,} | {test['relative_l2']:.3e} | "
                      f"{test['final_relative_l2']:.3e} | {row['evaluation_seconds_per_sample']:.3f} | "
-                     f"{row['seconds_per_step']:.3f} | {row['threads']} | {row['train_hours']:.2f} | "
+                     f"{row['seconds_per_step']:.3f} | {row['threads'] or '-'} | {row['train_hours']:.2f} | "
                      f"{gib(row['peak_rss_gib'])} | {row['best_epoch']}/{row['epochs']} |")
     return lines
 
@@ -237,7 +237,7 @@ def _fields_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = 
         if "fields" not in row:  # a row from before the fields were measured: its errors are in the table above
             continue
         lines.append(f"| {row['name']} | {row['parameters']:,} | {errors(row['fields'])} | "
-                     f"{row['evaluation_seconds_per_sample']:.3f} | {row['seconds_per_step']:.3f} | {row['threads']} | "
+                     f"{row['evaluation_seconds_per_sample']:.3f} | {row['seconds_per_step']:.3f} | {row['threads'] or '-'} | "
                      f"{row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
     return lines
 
