@@ -34,6 +34,11 @@ def test_a_runs_summary_from_its_metrics_csv(tmp_path):
     assert (row["epochs"], row["best_epoch"], row["best_val"]) == (5, 5, 0.299)
     assert row["last_fifth_gain"] == pytest.approx(0.001 / 0.3) and row["converged"] and verdict(row) == "yes"
     assert verdict(summary("empty", {"epoch": [], "train_loss": [], "val_relative_l2": []})) == "too short"
+    # a run that collapses after its best epoch ends flat, but has diverged, not converged
+    collapsed = {"epoch": list(range(1, 11)), "val_relative_l2": [0.9, 0.5, 0.3, 0.02] + [1.0] * 6}
+    row = summary("collapsed", collapsed)
+    assert (row["best_epoch"], row["diverged"], row["converged"], verdict(row)) == (4, True, False, "diverged")
+    assert not summary("run", {"epoch": [1, 2, 3, 4, 5], "val_relative_l2": [0.9, 0.5, 0.3, 0.2, 0.39]})["diverged"]
     # a run still short of its config's epochs is not judged, however flat its last fifth
     (tmp_path / "config.yaml").write_text("train:\n  epochs: 100\n")
     row = summary("run", read_metrics(tmp_path), planned_epochs(tmp_path))

@@ -29,8 +29,11 @@ from benchmarks.harness import argument_parser, table_head, write_results
 FRACTION = 0.2
 TOLERANCE = 0.05
 MIN_EPOCHS = 5
+#: a finished run whose last validation error is above this multiple of its best has diverged, not converged
+DIVERGED = 2.0
 CRITERION = ("converged: the last fifth of the epochs improves the best validation error by under 5% "
-             "(a run still short of its config's epochs, or of 5 epochs, is not judged)")
+             "(a run still short of its config's epochs, or of 5 epochs, is not judged; one that ends above twice "
+             "its best validation error has diverged)")
 VALIDATION = "val_relative_l2"
 
 
@@ -74,17 +77,19 @@ def planned_epochs(run: Path) -> int | None:
 
 def summary(name: str, metrics: dict[str, list[float]], planned: int | None = None) -> dict[str, Any]:
     """One run's row: its epochs (of ``planned``), best epoch and validation error, the last fifth's improvement,
-    and whether it converged (never while it is short of ``planned``)."""
+    whether it diverged (ended above :data:`DIVERGED` times its best) and whether it converged (never while it is
+    short of ``planned``, nor when it diverged)."""
     validation = metrics[VALIDATION]
     finished = planned is None or len(validation) >= planned
     if not validation:
         return {"run": name, "epochs": 0, "planned_epochs": planned, "best_epoch": None, "best_val": None,
-                "last_fifth_gain": None, "finished": finished, "converged": False}
+                "last_fifth_gain": None, "finished": finished, "diverged": False, "converged": False}
     best = min(range(len(validation)), key=validation.__getitem__)
     return {"run": name, "epochs": len(validation), "planned_epochs": planned,
             "best_epoch": int(metrics["epoch"][best]), "best_val": validation[best],
             "last_fifth_gain": improvement_of_last_fifth(validation), "finished": finished,
-            "converged": finished and converged(validation)}
+            "diverged": (diverged := validation[-1] > DIVERGED * validation[best]),
+            "converged": finished and not diverged and converged(validation)}
 
 
 def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
@@ -125,8 +130,10 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """A row's converged column: yes, no, "unfinished" (short of its planned epochs) or "too short" (fewer than
-    :data:`MIN_EPOCHS` epochs)."""
+    """A row's converged column: yes, no, "diverged", "unfinished" (short of its planned epochs) or "too short"
+    (fewer than :data:`MIN_EPOCHS` epochs)."""
+    if row.get("diverged"):  # rows written before the divergence check have no such key
+        return "diverged"
     if not row["finished"]:
         return "unfinished"
     if row["last_fifth_gain"] is None:
