@@ -101,16 +101,13 @@ def evaluate(run: str, data_path: str, persistence: bool = False) -> dict[str, A
     """A run's test rollouts (or persistence's on the same frames): d and u errors per frame, averaged and final;
     the seconds of one rollout of ``BATCH`` sequences; the middle x-z slice of d at the last frame of the first
     test trajectory, truth and prediction."""
-    import torch
-
-    from opformer.eval.evaluate import rollout_row, single_file_run
+    from opformer.eval.evaluate import run_rollout, single_file_run
     from opformer.eval.metrics import persistence as repeat_last
 
     opened = single_file_run(run)
-    device = torch.device("cpu")
+    opened.payload, opened.surrogate  # read before the clock starts: the time is the rollout's
     started = time.perf_counter()
-    row, data, preds = rollout_row(opened.surrogate, opened.payload, str(opened.checkpoint()), data_path, None,
-                                   "test", device, BATCH, step=repeat_last if persistence else None)
+    row, data, preds, _ = run_rollout(opened, data_path, step=repeat_last if persistence else None, batch_size=BATCH)
     seconds = (time.perf_counter() - started) / -(-len(data) // BATCH)
     t_in = opened.surrogate.spec["data"]["t_in"]
     truth = data.fields[:, t_in:t_in + row["frames"]]

@@ -145,14 +145,10 @@ def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, di
     """The test rollouts' relative L2 of each field of :data:`FIELDS` the data hold, per frame (over the grid and
     the field's channels), averaged over the rolled-out frames and at the last one (means over the trajectories),
     as the paper's Table 2; of the persistence baseline with ``persistence``."""
-    import torch
-
-    from opformer.eval.evaluate import rollout_row, single_file_run
+    from opformer.eval.evaluate import run_rollout
     from opformer.eval.metrics import persistence as repeat_last, relative_l2_per_sample
 
-    opened = single_file_run(run)
-    row, split, preds = rollout_row(opened.surrogate, opened.payload, str(opened.checkpoint()), data, None, "test",
-                                    torch.device("cpu"), step=repeat_last if persistence else None)
+    row, split, preds, opened = run_rollout(run, data, step=repeat_last if persistence else None)
     t_in, channels = opened.surrogate.spec["data"]["t_in"], split.info.input_channels
     truth = split.fields[:, t_in:t_in + row["frames"]]
     errors = {}
@@ -237,8 +233,8 @@ def _fields_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = 
         if "fields" not in row:  # a row from before the fields were measured: its errors are in the table above
             continue
         lines.append(f"| {row['name']} | {row['parameters']:,} | {errors(row['fields'])} | "
-                     f"{row['evaluation_seconds_per_sample']:.3f} | {row['seconds_per_step']:.3f} | {row['threads'] or '-'} | "
-                     f"{row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
+                     f"{row['evaluation_seconds_per_sample']:.3f} | {row['seconds_per_step']:.3f} | "
+                     f"{row['threads'] or '-'} | {row['train_hours']:.2f} | {row['best_epoch']}/{row['epochs']} |")
     return lines
 
 

@@ -97,7 +97,7 @@ def main() -> None:
                         "--resolution", "8192", "--out", str(data)], check=True)
     names, threads = args.models.split(","), args.threads or 1
     jobs = {name: (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
-                   [f"data.path={data}", f"train.epochs={args.epochs}", f"train.num_threads={threads}"],
+                   [f"data.path={data}", f"train.epochs={args.epochs}"],  # train_all records the threads
                    str(runs / name))
             for name in names}
     summaries = train_all(list(jobs.values()), args.jobs, threads)

@@ -2,11 +2,12 @@
 
 Trains each model with the paper's configs (configs/darcy/, configs/darcy_inverse/): the forward problem at
 (n_f, n_c) = (85, 29), evaluated zero-shot at n_f = 141 and 211, the inverse problem with eps = 0.01 (the
-paper's Table 3 also has 0 and 0.1: ``--noise``) at (85, 29) or the grid ``--inverse-grid`` gives (``GRIDS`` says why). ``--models`` also takes ``fno2d_l2`` (forward only):
-the FNO2d with the plain relative L2 loss, as the paper retrained its baseline with the FNO code, beside
-``fno2d`` trained exactly like the GT (the H1 loss). Each run trains in a fresh process (its peak resident
-memory is its own); runs resume where they stopped, so a budget can be spread over several invocations; a row is
-replaced only by a run of the same problem, model, grid and eps.
+paper's Table 3 also has 0 and 0.1: ``--noise``) at (85, 29) or the grid ``--inverse-grid`` gives (``GRIDS``
+says why). ``--models`` also takes ``fno2d_l2`` (forward only): the FNO2d with the plain relative L2 loss, as
+the paper retrained its baseline with the FNO code, beside ``fno2d`` trained exactly like the GT (the H1 loss).
+Each run trains in a fresh process (its peak resident memory is its own); runs resume where they stopped, so a
+budget can be spread over several invocations; a row is replaced only by a run of the same problem, model, grid
+and eps.
 
 Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy_421.h5``::
 
@@ -176,16 +177,16 @@ def markdown(result: dict[str, Any]) -> str:
         f"Commands: {commands}. Budget: {budget}, batch 4, OneCycle, (n_f, n_c) per row (issue 3 asks for (85, 29); "
         "(43, 15) halves the inverse grid); model selection on 100 validation samples, "
         "errors on 100 test samples. Forward: coefficient-weighted H1 loss (gamma = 0.5); inverse: noise of the "
-        "row's eps in training and evaluation; peak learning rate per row (the paper's 1e-3 made the inverse GT diverge "
-        f"at (85, 29); benchmarks/papers/galerkin/darcy.py says how). Load average before/after: "
+        "row's eps in training and evaluation; peak learning rate per row (the paper's 1e-3 made the inverse GT "
+        f"diverge at (85, 29); benchmarks/papers/galerkin/darcy.py says how). Load average before/after: "
         f"{result['loadavg_before'][0]:.2f} / "
         f"{result['loadavg_after'][0]:.2f} (last command).",
         "",
         f"Targets: forward GT <= {result['targets']['forward']:.1e} (paper {result['paper']['forward']}), inverse "
         f"GT <= {result['targets']['inverse']:.1e} (paper {result['paper']['inverse']}), each below FNO2d.",
         "",
-        *table_head("problem", "model", "(n_f, n_c)", "eps", "parameters", "rel. L2 (test) at n_f", "s/step", "threads",
-                    "train h", "peak RSS GiB", "best epoch", "peak lr"),
+        *table_head("problem", "model", "(n_f, n_c)", "eps", "parameters", "rel. L2 (test) at n_f", "s/step",
+                    "threads", "train h", "peak RSS GiB", "best epoch", "peak lr"),
     ]
     for row in result["runs"]:
         errors = ", ".join(f"{r['resolution']}: {r['relative_l2']:.3e}" for r in row["test"])

@@ -252,13 +252,22 @@ def spread(values: torch.Tensor) -> float:
     return float(values.std()) if len(values) > 1 else 0.0
 
 
+def run_rollout(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "test",
+                step: Step | None = None, frames: int | None = None, batch_size: int | None = None
+                ) -> tuple[dict[str, Any], TrajectorySplit, torch.Tensor, Run]:
+    """A run's best checkpoint rolled out over ``split`` on the CPU at the stored grid (or ``step``, a baseline,
+    on the same frames): :func:`rollout_row`'s metrics row, split and predictions, and the opened run."""
+    run = single_file_run(run_dir)
+    row, data, preds = rollout_row(run.surrogate, run.payload, str(run.checkpoint()), data_path, None, split,
+                                   torch.device("cpu"), batch_size, step=step, frames=frames)
+    return row, data, preds, run
+
+
 def persistence_row(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "test",
                     frames: int | None = None) -> dict[str, Any]:
     """The rollout metrics of repeating the last given frame, on the trajectories and frames a run is
     evaluated on (:func:`evaluate_run`)."""
-    run = single_file_run(run_dir)
-    return rollout_row(run.surrogate, run.payload, str(run.checkpoint()), data_path, None, split, torch.device("cpu"),
-                       step=persistence, frames=frames)[0]
+    return run_rollout(run_dir, data_path, split, step=persistence, frames=frames)[0]
 
 
 def format_table(rows: list[dict[str, Any]], title: str = "") -> str:
