@@ -8,7 +8,7 @@
 #
 #   bash benchmarks/papers/dpot/runs.sh GROUP ...
 #
-# Groups: ablation pretrain transfer stretch (the last two need pretrain).
+# Groups: ablation ablation_dr_swe pretrain transfer stretch (the last two need pretrain).
 set -u
 RUNS=${RUNS:-runs/dpot}
 PY=${PY:-.venv/bin/python}
@@ -50,6 +50,13 @@ ablation() {  # §4.3 noise (Table 4 analog) and §4.4 architecture (Table 7 ana
   done
   run afno_nano configs/mixture/ablation_dpot_nano.yaml --set model.shrink=0.01 || return $?
   run fno2d_time_nano configs/mixture/ablation_fno2d_time.yaml || return $?
+}
+
+ablation_dr_swe() {  # §4.3's five noise levels on {DR, SWE} alone (no CNS member: ~14 CPU-hours to generate)
+  local noise
+  for noise in 20.0 0.2 0 2.0 0.02; do
+    run "noise_dr_swe_$noise" configs/mixture/ablation_dpot_nano_dr_swe.yaml --set "rollout.noise=$noise" || return $?
+  done
 }
 
 pretrain() {  # §4.1: DPOT micro and FNO2d-time on the 8-member mixture, the same steps
@@ -99,11 +106,11 @@ stretch() {  # §4.5: the pre-trained blocks in steady Darcy at 85^2 and 3D turb
   done
 }
 
-usage="usage: bash benchmarks/papers/dpot/runs.sh GROUP ... (ablation, pretrain, transfer, stretch)"
+usage="usage: bash benchmarks/papers/dpot/runs.sh GROUP ... (ablation, ablation_dr_swe, pretrain, transfer, stretch)"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 for group in "$@"; do
   case $group in
-    ablation|pretrain|transfer|stretch) $group || exit $? ;;
-    *) echo "unknown group $group (ablation, pretrain, transfer, stretch)" >&2; exit 2 ;;
+    ablation|ablation_dr_swe|pretrain|transfer|stretch) $group || exit $? ;;
+    *) echo "unknown group $group (ablation, ablation_dr_swe, pretrain, transfer, stretch)" >&2; exit 2 ;;
   esac
 done

@@ -10,6 +10,8 @@ benchmarks/results/papers/dpot/tables.json and dpot.md with a section per claim.
   trajectories, seeds 0-2, fine-tuned from ``pretrain_micro`` or from scratch, the same steps (§4.2);
 - ``noise_{0,0.02,0.2,2.0,20.0}``: DPOT nano on {DR, SWE, CNS} with that input-noise RMS fraction (§4.3; the paper's
   five levels 0 to 5e-2 on 128^2 inputs of 10 frames, docs/training.md);
+- ``noise_dr_swe_{0,0.02,0.2,2.0,20.0}``: the same five levels on {DR, SWE} alone (where the CNS member, about 14
+  CPU-hours to generate, is absent);
 - ``noise_0.2``, ``afno_nano``, ``fno2d_time_nano``: DPOT nano, its soft-shrink (AFNO) variant and FNO2d-time at
   its parameters, the same mixture and steps (§4.4);
 - ``{darcy,turbulence3d}_{blocks,scratch}_s{0,1,2}``: steady Darcy at 85^2 and 3D turbulence at 32^3 with the
@@ -45,6 +47,9 @@ from opformer.io import write_atomic
 from opformer.runs import Run
 
 NOISES = ("0", "0.02", "0.2", "2.0", "20.0")
+#: the noise ablation's groups of runs: name prefix -> (config, the mixture's members)
+NOISE_GROUPS = {"noise": ("configs/mixture/ablation_dpot_nano.yaml", "{DR, SWE, CNS}"),
+                "noise_dr_swe": ("configs/mixture/ablation_dpot_nano_dr_swe.yaml", "{DR, SWE}")}
 #: each run's evaluation, kept beside its checkpoint (see ``evaluate``)
 CACHE = "dpot_eval.json"
 #: the ratio to the noise-free run above which noise 2.0 counts as clearly worse (one seed each)
@@ -70,9 +75,10 @@ def commands(runs: str) -> dict[str, str]:
            "pretrain_fno2d_time": f"{train} configs/mixture/fno2d_time.yaml --out {runs}/pretrain_fno2d_time",
            "afno_nano": f"{train} configs/mixture/ablation_dpot_nano.yaml --out {runs}/afno_nano --set model.shrink=0.01",
            "fno2d_time_nano": f"{train} configs/mixture/ablation_fno2d_time.yaml --out {runs}/fno2d_time_nano"}
-    for noise in NOISES:
-        out[f"noise_{noise}"] = (f"{train} configs/mixture/ablation_dpot_nano.yaml --out {runs}/noise_{noise} "
-                                 f"--set rollout.noise={noise}")
+    for prefix, (config, _) in NOISE_GROUPS.items():
+        for noise in NOISES:
+            out[f"{prefix}_{noise}"] = (f"{train} {config} --out {runs}/{prefix}_{noise} "
+                                        f"--set rollout.noise={noise}")
     for name in KOLMOGOROV:
         _, init, n, seed = name.split("_")
         start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else "--set init.checkpoint=null"
@@ -358,14 +364,16 @@ def _mixture_table(result: dict[str, Any], names: list[str], labels: list[str]) 
     return lines
 
 
-def _noise(result: dict[str, Any]) -> list[str]:
-    names = [f"noise_{n}" for n in NOISES]
+def _noise(result: dict[str, Any], prefix: str, heading: str) -> list[str]:
+    """The noise ablation's section for one group of runs (:data:`NOISE_GROUPS`)."""
+    names = [f"{prefix}_{n}" for n in NOISES]
     lines, ran = _section(result, names, "noise-ablation",
-                          "## 3. Noise ablation (Table 4 analog): DPOT nano on {DR, SWE, CNS}")
+                          f"{heading}: DPOT nano on {NOISE_GROUPS[prefix][1]}")
     if not ran:
         return lines
-    lines += _mixture_table(result, ran, [f"noise {n.split('_')[1]}" for n in ran]) + [""]
-    mean = {n.split("_")[1]: sum(v.values()) / len(v) for n in ran if (v := _member_l2re(result["runs"][n]))}
+    level = {n: n.removeprefix(f"{prefix}_") for n in ran}
+    lines += _mixture_table(result, ran, [f"noise {level[n]}" for n in ran]) + [""]
+    mean = {level[n]: sum(v.values()) / len(v) for n in ran if (v := _member_l2re(result["runs"][n]))}
     if {"0", "2.0"} <= mean.keys() and ({"0.02", "0.2"} & mean.keys()):
         small = min(mean[k] for k in ("0.02", "0.2") if k in mean)
         ratio = mean["2.0"] / mean["0"]
@@ -423,7 +431,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"Carried from an earlier tables.json (evaluated then, on the machine that made them; their run "
                   f"directories are not under `{result['runs_root']}` here): " + ", ".join(f"`{n}`" for n in carried)
                   + ".", ""]
-    lines += _pretrain(result) + _kolmogorov(result) + _noise(result) + _architecture(result) + _stretch(result)
+    lines += _pretrain(result) + _kolmogorov(result)
+    lines += _noise(result, "noise", "## 3. Noise ablation (Table 4 analog)")
+    lines += _noise(result, "noise_dr_swe", "## 3b. Noise ablation on two members")
+    lines += _architecture(result) + _stretch(result)
     lines += ["## 6. Step time and peak memory", "",
               "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
     timed = [(n, e) for n, e in result["runs"].items() if e.get("training")]
