@@ -7,18 +7,21 @@ evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT tra
 (batch 4) in a fresh process, and writes benchmarks/results/papers/galerkin/burgers.{json,md}; the rows of models
 measured by earlier invocations and not chosen now are kept. A model is a config of configs/burgers/: Table 2a's
 ``gt``, ``ft``, ``st``, ``lt`` and their ``*_regular`` rows, ``fno1d``, and Table 8's ``table8_*`` (with ``gt`` and
-``gt_regular``, which are two of its rows).
+``gt_regular``, which are two of its rows). ``--seeds`` trains each model again with other seeds (runs
+``NAME_seedS``) and adds their mean and spread, for rows whose differences are within a seed's.
 
-    .venv/bin/python -m benchmarks.papers.galerkin.burgers [--models gt,ft,fno1d] [--jobs 2] [--epochs 100]
+    .venv/bin/python -m benchmarks.papers.galerkin.burgers [--models gt,ft,fno1d] [--jobs 2] [--epochs 100] [--seeds 1,2]
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness import (
     GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, table_head, time_step, train_all,
@@ -54,14 +57,15 @@ def markdown(report: dict) -> str:
         f"Machine: {describe_machine(report['machine'])}; {report['epochs']} epochs, 1024 training samples at n = 512, "
         "model selected on 100 validation samples, errors on 100 test samples.",
         "",
-        *table_head("model", "params", "n = 512", "n = 2048", "n = 8192", "paper (512/2048/8192)", "best epoch",
-                    "training (h)", "s/step in training (b=8, n=512, 1 thread, 2 jobs)"),
+        *table_head("model", "seed", "params", "n = 512", "n = 2048", "n = 8192", "paper (512/2048/8192)",
+                    "best epoch", "training (h)", "s/step in training (b=8, n=512, 1 thread, 2 jobs)"),
     ]
     for row in report["models"]:
         errs = " | ".join(f"{r['relative_l2'] * 1e3:.3f}e-3" for r in row["results"])
         paper = "/".join(f"{v:.3f}" for v in PAPER.get(row["model"], [])) + "e-3"
-        lines.append(f"| {row['model']} | {row['parameters']:,} | {errs} | {paper} | {row['best_epoch']} | "
-                     f"{train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
+        lines.append(f"| {row['model']} | {seed_of(row)} | {row['parameters']:,} | {errs} | {paper} | "
+                     f"{row['best_epoch']} | {train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
+    lines += seed_spread(report["models"])
     lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
               "reports its wall time and seconds per step at that load):", ""]
     lines += [f"- {row['model']}: `{row.get('command', report['command'])}`" for row in report["models"]]
@@ -75,6 +79,34 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def seed_of(row: dict[str, Any]) -> int:
+    """A row's seed: its own, or (rows from before ``--seeds``) its config's."""
+    if "seed" in row:
+        return row["seed"]
+    from opformer.config import load_config
+
+    return load_config(ROOT / "configs" / "burgers" / f"{row['model']}.yaml").seed
+
+
+def seed_spread(rows: list[dict[str, Any]]) -> list[str]:
+    """The markdown of the mean and sample standard deviation (x 1e-3) of each model with rows of 2 seeds or more."""
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row)
+    seeded = {model: group for model, group in by_model.items() if len(group) > 1}
+    if not seeded:
+        return []
+    lines = ["", "Over seeds: mean +- sample standard deviation (x 1e-3) of the test error.", "",
+             *table_head("model", "seeds", *(f"n = {n}" for n in RESOLUTIONS))]
+    for model, group in seeded.items():
+        cells = []
+        for i in range(len(RESOLUTIONS)):
+            values = [row["results"][i]["relative_l2"] * 1e3 for row in group]
+            cells.append(f"{statistics.mean(values):.3f} +- {statistics.stdev(values):.3f}")
+        lines.append(f"| {model} | {', '.join(str(seed_of(r)) for r in group)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def train_hours(row: dict) -> float:
     """Hours a row trained (rows before benchmarks/harness.py held the run's summary: ``train_seconds``)."""
     return row["train_hours"] if "train_hours" in row else row["train_seconds"] / 3600
@@ -86,6 +118,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--data", default=str(ROOT / "data" / "burgers.h5"))
     parser.add_argument("--runs", default=str(ROOT / "runs" / "bench_burgers"))
+    parser.add_argument("--seeds", default="",
+                        help="comma-separated seeds to train each model with beside its config's (runs NAME_seedS)")
     args = parser.parse_args()
 
     from opformer.eval.evaluate import evaluate_run
@@ -96,13 +130,17 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "opformer", "generate", "burgers", "--samples", "1224",
                         "--resolution", "8192", "--out", str(data)], check=True)
     names, threads = args.models.split(","), args.threads or 1
-    jobs = {name: (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
-                   [f"data.path={data}", f"train.epochs={args.epochs}"],  # train_all records the threads
-                   str(runs / name))
-            for name in names}
+    seeds = [None, *(int(s) for s in args.seeds.split(",") if s)]  # None: the config's own
+    jobs = {(name, seed): (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
+                           [f"data.path={data}", f"train.epochs={args.epochs}",  # train_all records the threads
+                            *([f"seed={seed}"] if seed is not None else [])],
+                           str(runs / (name if seed is None else f"{name}_seed{seed}")))
+            for name in names for seed in seeds}
     summaries = train_all(list(jobs.values()), args.jobs, threads)
     rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
-             "run": run, "command": command()} for name, (config, sets, run) in jobs.items()]
+             "run": run, "command": command()} for (name, _), (config, sets, run) in jobs.items()]
+    rows = [{**row, "seed": seed_of({"model": row["model"]}) if seed is None else seed}
+            for row, (_, seed) in zip(rows, jobs)]
     from opformer.models.registry import PRESETS
 
     profiled = [m for m in names if f"{m}_burgers" in PRESETS]  # a variant's step costs its preset's
@@ -110,7 +148,9 @@ def main() -> None:
     if "gt" in names:
         profiles.append(step_profile("gt_burgers", 8192, 4, 2))
     kept = earlier(args.results, "burgers")
-    rows = [{"command": kept["command"], **row} for row in kept.get("models", []) if row["model"] not in names] + rows
+    measured = {(row["model"], row["seed"]) for row in rows}
+    rows = [{"command": kept["command"], **row} for row in kept.get("models", [])
+            if (row["model"], seed_of(row)) not in measured] + rows
     profiles = [p for p in kept.get("step_profiles", []) if p["model"].removesuffix("_burgers") not in names
                 and not (p["n"] == 8192 and "gt" in names)] + profiles
     report = {
