@@ -39,6 +39,12 @@ def test_a_runs_summary_from_its_metrics_csv(tmp_path):
     row = summary("collapsed", collapsed)
     assert (row["best_epoch"], row["diverged"], row["converged"], verdict(row)) == (4, True, False, "diverged")
     assert not summary("run", {"epoch": [1, 2, 3, 4, 5], "val_relative_l2": [0.9, 0.5, 0.3, 0.2, 0.39]})["diverged"]
+    # one that collapses to the zero prediction (relative error 1) from a best above half of it, too
+    row = summary("run", {"epoch": list(range(1, 11)), "val_relative_l2": [0.9, 0.61] + [1.0] * 8})
+    assert (row["diverged"], verdict(row)) == (True, "diverged")
+    # one never below the zero prediction has not learned, however flat it ends
+    row = summary("run", {"epoch": list(range(1, 11)), "val_relative_l2": [1.6, 15.0, 26.0, 10.2] + [1.0] * 6})
+    assert (row["learned"], row["diverged"], row["converged"], verdict(row)) == (False, False, False, "not learned")
     # a run still short of its config's epochs is not judged, however flat its last fifth
     (tmp_path / "config.yaml").write_text("train:\n  epochs: 100\n")
     row = summary("run", read_metrics(tmp_path), planned_epochs(tmp_path))

@@ -31,9 +31,13 @@ TOLERANCE = 0.05
 MIN_EPOCHS = 5
 #: a finished run whose last validation error is above this multiple of its best has diverged, not converged
 DIVERGED = 2.0
+#: the relative error of the zero prediction: a run ending at it or above (after being below) has collapsed, one
+#: never below it has not learned
+ZERO = 1.0
 CRITERION = ("converged: the last fifth of the epochs improves the best validation error by under 5% "
              "(a run still short of its config's epochs, or of 5 epochs, is not judged; one that ends above twice "
-             "its best validation error has diverged)")
+             "its best validation error, or at the zero prediction's relative error 1 after being below it, has "
+             "diverged; one never below 1 has not learned)")
 VALIDATION = "val_relative_l2"
 
 
@@ -77,19 +81,22 @@ def planned_epochs(run: Path) -> int | None:
 
 def summary(name: str, metrics: dict[str, list[float]], planned: int | None = None) -> dict[str, Any]:
     """One run's row: its epochs (of ``planned``), best epoch and validation error, the last fifth's improvement,
-    whether it diverged (ended above :data:`DIVERGED` times its best) and whether it converged (never while it is
-    short of ``planned``, nor when it diverged)."""
+    whether it learned (its best below :data:`ZERO`), whether it diverged (ended above :data:`DIVERGED` times its
+    best, or at :data:`ZERO` or above after being below) and whether it converged (never while it is short of
+    ``planned``, nor when it diverged or did not learn)."""
     validation = metrics[VALIDATION]
     finished = planned is None or len(validation) >= planned
     if not validation:
         return {"run": name, "epochs": 0, "planned_epochs": planned, "best_epoch": None, "best_val": None,
-                "last_fifth_gain": None, "finished": finished, "diverged": False, "converged": False}
+                "last_fifth_gain": None, "finished": finished, "learned": False, "diverged": False,
+                "converged": False}
     best = min(range(len(validation)), key=validation.__getitem__)
+    learned = validation[best] < ZERO
+    diverged = validation[-1] > DIVERGED * validation[best] or (learned and validation[-1] >= ZERO)
     return {"run": name, "epochs": len(validation), "planned_epochs": planned,
             "best_epoch": int(metrics["epoch"][best]), "best_val": validation[best],
-            "last_fifth_gain": improvement_of_last_fifth(validation), "finished": finished,
-            "diverged": (diverged := validation[-1] > DIVERGED * validation[best]),
-            "converged": finished and not diverged and converged(validation)}
+            "last_fifth_gain": improvement_of_last_fifth(validation), "finished": finished, "learned": learned,
+            "diverged": diverged, "converged": finished and learned and not diverged and converged(validation)}
 
 
 def plot(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
@@ -130,14 +137,16 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """A row's converged column: yes, no, "diverged", "unfinished" (short of its planned epochs) or "too short"
-    (fewer than :data:`MIN_EPOCHS` epochs)."""
+    """A row's converged column: yes, no, "diverged", "not learned" (never below the zero prediction's error),
+    "unfinished" (short of its planned epochs) or "too short" (fewer than :data:`MIN_EPOCHS` epochs)."""
     if row.get("diverged"):  # rows written before the divergence check have no such key
         return "diverged"
     if not row["finished"]:
         return "unfinished"
     if row["last_fifth_gain"] is None:
         return "too short"
+    if not row.get("learned", True):  # rows written before the check have no such key
+        return "not learned"
     return "yes" if row["converged"] else "no"
 
 
