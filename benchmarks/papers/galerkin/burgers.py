@@ -137,10 +137,9 @@ def main() -> None:
                            str(runs / (name if seed is None else f"{name}_seed{seed}")))
             for name in names for seed in seeds}
     summaries = train_all(list(jobs.values()), args.jobs, threads)
-    rows = [{"model": name, **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
-             "run": run, "command": command()} for (name, _), (config, sets, run) in jobs.items()]
-    rows = [{**row, "seed": seed_of({"model": row["model"]}) if seed is None else seed}
-            for row, (_, seed) in zip(rows, jobs)]
+    rows = [{"model": name, "seed": seed_of({"model": name}) if seed is None else seed,
+             **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
+             "run": run, "command": command()} for (name, seed), (config, sets, run) in jobs.items()]
     from opformer.models.registry import PRESETS
 
     profiled = [m for m in names if f"{m}_burgers" in PRESETS]  # a variant's step costs its preset's
