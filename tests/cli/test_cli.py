@@ -79,6 +79,11 @@ def test_evaluate_prints_a_table_and_writes_json(capsys, trained_run, tmp_path):
     code, out, _ = run_cli(capsys, "evaluate", run, "--json", tmp_path / "own.json")
     own = yaml.safe_load((tmp_path / "own.json").read_text())
     assert code == 0 and own["data"] == str(data) and own["results"] == rows[:1]
+    # input noise is for operator pairs and a finite eps >= 0
+    code, out, _ = run_cli(capsys, "evaluate", run, "--input-noise", "0", "--json", tmp_path / "n.json")
+    assert code == 0 and yaml.safe_load((tmp_path / "n.json").read_text())["results"] == rows[:1]  # trained at 0
+    one_line_error(*run_cli(capsys, "evaluate", run, "--input-noise", "nan")[::2], "--input-noise nan",
+                   "expected a finite eps >= 0")
     # a --json whose folder is missing is refused before anything is computed
     one_line_error(*run_cli(capsys, "evaluate", run, "--json", tmp_path / "no" / "e.json")[::2],
                    "--json", "cannot write there")

@@ -9,7 +9,7 @@ from opformer.config import config_from_dict
 from opformer.data.pairs import load_split
 from opformer.errors import ConfigError, DataError
 from opformer.eval.evaluate import evaluate_run
-from opformer.eval.metrics import predict, split_errors
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, predict, split_errors
 from opformer.runs import Run
 from opformer.train.trainer import Trainer, train
 
@@ -48,6 +48,19 @@ def test_inverse_problem_evaluates_with_a_fixed_noise_realisation(tmp_path, darc
                      direction="inverse")
     clean = float(split_errors(surrogate, val, 2, torch.device("cpu")).mean())
     assert clean != pytest.approx(first["relative_l2"], rel=1e-6)
+    # evaluation noise apart from training's (Cao 2021, Figure 12): the run's own level is the default, 0 is the
+    # clean error, another level is the same seeded draw scaled
+    level = Run(run).config.data.input_noise
+    assert evaluate_run(run, darcy_file, [9], split="val", input_noise=level) == [first]
+    (none,) = evaluate_run(run, darcy_file, [9], split="val", input_noise=0.0)
+    assert none["relative_l2"] == pytest.approx(clean, rel=1e-6)
+    (louder,) = evaluate_run(run, darcy_file, [9], split="val", input_noise=5 * level)
+    expected = split_errors(surrogate, val, 2, torch.device("cpu"), noise_level=5 * level,
+                            seed=Run(run).config.seed + NOISE_SEED_OFFSETS["val"])
+    assert louder["relative_l2"] == pytest.approx(float(expected.mean()), rel=1e-6)
+    assert louder["relative_l2"] != pytest.approx(first["relative_l2"], rel=1e-6)
+    with pytest.raises(ConfigError, match=r"--input-noise -0.1: expected a finite eps >= 0"):
+        evaluate_run(run, darcy_file, [9], input_noise=-0.1)
 
 
 def test_model_grid_that_does_not_fit_the_targets_is_a_config_error(tmp_path, darcy_file, darcy_config):

@@ -44,6 +44,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if windows is not None and ((imported and imported.format == "dpot") or (stored.mixture and data is None)):
         raise ConfigError("--metrics well: for runs evaluated on one data file (not a mixture run's members, not "
                           "imported DPOT weights)")
+    if args.input_noise is not None and ((imported and imported.format == "dpot") or (stored.mixture and data is None)):
+        raise ConfigError("--input-noise: for runs evaluated on one file of operator pairs (not a mixture run's "
+                          "members, not imported DPOT weights)")
     if imported and imported.format == "dpot":
         if resolutions is not None:
             raise ConfigError("--resolutions: an imported DPOT is evaluated on the file's stored grid")
@@ -62,7 +65,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
         data, resolutions = data or stored.path, resolutions or [stored.resolution]
         rows = evaluate_run(run, data, resolutions, split=split, device=args.device, frames=args.frames,
-                            well_windows=windows)
+                            well_windows=windows, input_noise=args.input_noise)
         print(format_table(rows, f"{args.run} on {data} ({split} split)"))
         if windows is not None:
             print(format_well_table(rows))
@@ -158,6 +161,9 @@ def add_parsers(add: AddCommand) -> None:
                         "windows (trajectory data)")
     p.add_argument("--windows", help="with --metrics well: windows of predicted frames START:STOP,... (0 the first "
                                      "predicted frame; default 6:12,13:30, The Well's)")
+    p.add_argument("--input-noise", type=float, metavar="EPS",
+                   help="operator data: evaluate with input noise EPS (on the normalized inputs) instead of the "
+                        "run's training level, e.g. 0.02 for a run trained at 0.01")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default auto)")
     p.set_defaults(func=cmd_evaluate)

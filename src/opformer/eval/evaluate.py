@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -86,12 +87,15 @@ def single_file_run(source: str | os.PathLike | Run) -> Run:
 def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, resolutions: Sequence[int | None],
                  split: str = "test", device: str = "auto", batch_size: int | None = None,
                  frames: int | None = None,
-                 well_windows: Sequence[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+                 well_windows: Sequence[tuple[int, int]] | None = None,
+                 input_noise: float | None = None) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
 
     ``split`` uses the run's n_train/n_val/n_test (``all`` takes every sample, for a separate test file).
     Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
-    noise realisation of the same level (seeded by the run's seed and the split). Trajectory data are rolled
+    noise realisation of the same level (seeded by the run's seed and the split); ``input_noise`` evaluates at
+    another level with the same seed (Cao 2021's Figure 12: training and evaluation noise apart). Trajectory data
+    are rolled
     out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all);
     ``well_windows`` adds The Well's metrics over those windows of the rollout (:func:`well_metrics`).
 
@@ -113,6 +117,9 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
         Trajectories only: the length of the rollout.
     well_windows
         Trajectories only: ``(a, b)`` windows of predicted frames (0 the first) for The Well's metrics.
+    input_noise
+        Operator pairs only: the eps of the noise added to the normalized inputs (default the run's
+        ``data.input_noise``).
 
     Returns
     -------
@@ -124,16 +131,21 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
     Raises
     ------
     ConfigError
-        A mixture run, ``well_windows`` with operator pairs, or windows beyond the rollout.
+        A mixture run, ``well_windows`` with operator pairs, ``input_noise`` with trajectories or below 0, or
+        windows beyond the rollout.
     DataError
         The data's dimensions or channels do not fit the run.
     """
+    if input_noise is not None and not (input_noise >= 0 and math.isfinite(input_noise)):
+        raise ConfigError(f"--input-noise {input_noise}: expected a finite eps >= 0")
     run = single_file_run(run_dir)
     checkpoint, surrogate, payload = str(run.checkpoint()), run.surrogate, run.payload
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
     if read_info(data_path).kind == "trajectory":
+        if input_noise is not None:
+            raise ConfigError(f"--input-noise: {data_path} holds trajectories; input noise is for operator pairs")
         rows = []
         for resolution in resolutions:
             row, data, preds = rollout_row(surrogate, payload, checkpoint, data_path, resolution, split, dev,
@@ -146,7 +158,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
         raise ConfigError(f"--metrics well: {data_path} holds operator pairs; The Well's metrics are over rollout "
                           "windows of trajectories")
     rows = []
-    noise_level = cfg["data"].get("input_noise", 0.0)
+    noise_level = cfg["data"].get("input_noise", 0.0) if input_noise is None else input_noise
     for resolution in resolutions:
         data = load_split(data_path, split, resolution=resolution, **split_options(cfg["data"]))
         check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
