@@ -41,10 +41,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.run}: holds {imported.format} weights imported from {imported.source}; give the "
                           "data to evaluate them on with --data FILE")
     split = args.split or ("all" if imported else "test")  # imported weights saw none of the file
-    if windows is not None and ((imported and imported.format == "dpot") or (stored.mixture and data is None)):
+    per_member = (imported and imported.format == "dpot") or (stored.mixture and data is None)
+    if windows is not None and per_member:
         raise ConfigError("--metrics well: for runs evaluated on one data file (not a mixture run's members, not "
                           "imported DPOT weights)")
-    if args.input_noise is not None and ((imported and imported.format == "dpot") or (stored.mixture and data is None)):
+    if args.input_noise is not None and per_member:
         raise ConfigError("--input-noise: for runs evaluated on one file of operator pairs (not a mixture run's "
                           "members, not imported DPOT weights)")
     if imported and imported.format == "dpot":

@@ -95,8 +95,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
     Resolutions not seen in training are zero-shot. A run trained with input noise is evaluated with a fixed
     noise realisation of the same level (seeded by the run's seed and the split); ``input_noise`` evaluates at
     another level with the same seed (Cao 2021's Figure 12: training and evaluation noise apart). Trajectory data
-    are rolled
-    out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all);
+    are rolled out (:func:`rollout_row`; ``frames``: how many frames, default the run's ``eval_frames`` or all);
     ``well_windows`` adds The Well's metrics over those windows of the rollout (:func:`well_metrics`).
 
     Parameters
