@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -279,6 +280,25 @@ def metadata(load_before: Sequence[float], *libraries: str) -> dict[str, Any]:
 def table_head(*columns: str) -> list[str]:
     """The first two markdown lines of a table of ``columns``."""
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def seed_spread(groups: dict[str, list[tuple[int, list[float]]]], columns: Sequence[str], exponent: int
+                ) -> list[str]:
+    """The markdown of the mean and sample standard deviation of each model's values over its seeds, in units of
+    10^-``exponent``: ``groups`` maps a model to its ``(seed, values)``, one value per column; a model of one seed
+    gets no row, and no model of two seeds or more no table."""
+    seeded = {model: group for model, group in groups.items() if len(group) > 1}
+    if not seeded:
+        return []
+    lines = ["", f"Over seeds: mean +- sample standard deviation (x 1e-{exponent}) of the test error.", "",
+             *table_head("model", "seeds", *columns)]
+    for model, group in seeded.items():
+        cells = []
+        for i in range(len(columns)):
+            values = [row[i] * 10 ** exponent for _, row in group]
+            cells.append(f"{statistics.mean(values):.3f} +- {statistics.stdev(values):.3f}")
+        lines.append(table_row(model, ", ".join(str(seed) for seed, _ in group), *cells))
+    return lines
 
 
 def table_row(*cells: object) -> str:

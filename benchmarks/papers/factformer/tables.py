@@ -1,9 +1,10 @@
 """FactFormer benchmark (issue 5; Li et al. 2023, Tables 1, 3 and 4 and Figure 3) at this machine's scale.
 
 Parts (``--parts``, any subset; ``--configs`` narrows them to some of their runs; ``--set KEY=VALUE``, repeatable,
-overrides every run's config, e.g. a smaller budget, and is recorded in its row). Each run's row replaces only
-that run's row in benchmarks/results/papers/factformer/tables.json, with its own command, so the tables can be filled
-one run per invocation over several sessions; training runs resume where they stopped.
+overrides every run's config, e.g. a smaller budget, and is recorded in its row; ``--seeds`` trains each run again
+with other seeds (runs NAME_seedS) and adds their mean and spread). Each run's row replaces only that run's row in
+benchmarks/results/papers/factformer/tables.json, with its own command, so the tables can be filled one run per
+invocation over several sessions; training runs resume where they stopped.
 
 1. ``kolmogorov``: FactFormer-LM, FactFormer-AR, F-FNO-LM and FNO2d-LM (configs/factformer/kolmogorov_*.yaml)
    on Kolmogorov flow at 64^2: rollout of 16 frames from 10 given ones, trajectory-averaged and final-frame
@@ -12,8 +13,9 @@ one run per invocation over several sessions; training runs resume where they st
    ``attention_cost``: factorised versus full-grid linear attention in the same model, same heads (the paper's
    Table 4), forward and forward+backward seconds and peak memory at 64^2 and 128^2 (``opformer bench``, a
    fresh process per cell, batch 4).
-3. ``turbulence3d``: FactFormer-LM against FNO3d-LM, F-FNO3d-LM and Dil-ResNet3d-LM on forced isotropic turbulence
-   at 32^3: each predicts the velocity u = (u, v, w) and the pressure p, and the table gives the error of each
+3. ``turbulence3d``: FactFormer against FNO3d, F-FNO3d and Dil-ResNet3d on forced isotropic turbulence at 32^3,
+   each trained by latent marching (LM, 2 frames per call) and autoregressively (AR, 1 frame per call on 2-call
+   unrolls): each predicts the velocity u = (u, v, w) and the pressure p, and the table gives the error of each
    (the paper's Table 2 columns; files generated before the pressure existed hold u only, and give the u columns).
 4. ``darcy``: FactFormer trained at 85 and evaluated zero-shot at 141 and 211, beside the Galerkin
    Transformer of benchmarks/papers/galerkin/darcy.py (its row in benchmarks/results/papers/galerkin/darcy.json).
@@ -37,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, table_head,
-    table_row, train_all, write_results)
+    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, seed_spread,
+    table_head, table_row, train_all, write_results)
 
 from opformer.data.store import read_info
 
@@ -48,8 +50,8 @@ PARTS = {
                                   "kolmogorov_fno2d_lm"]),
     "attention": ("kolmogorov", ["kolmogorov_linear"]),
     "attention_cost": ("", []),
-    "turbulence3d": ("turbulence3d", ["turbulence3d_factformer_lm", "turbulence3d_fno3d_lm", "turbulence3d_ffno3d_lm",
-                                      "turbulence3d_dil_resnet_lm"]),
+    "turbulence3d": ("turbulence3d", [f"turbulence3d_{model}_{protocol}" for protocol in ("lm", "ar")
+                                      for model in ("factformer", "fno3d", "ffno3d", "dil_resnet")]),
     "darcy": ("darcy", ["darcy_factformer"]),
 }
 DARCY_FINE, DARCY_ZERO_SHOT = 85, (141, 211)
@@ -67,6 +69,8 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/factformer-benchmark", help="folder of the run directories")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every run (repeatable)")
+    parser.add_argument("--seeds", default="",
+                        help="comma-separated seeds to train each run with beside its config's (runs NAME_seedS)")
     args = parser.parse_args()
 
     parts = listed(args.parts, list(PARTS), "--parts")
@@ -79,6 +83,7 @@ def main() -> None:
         configs = chosen
     epochs = per_model_epochs(args.epochs, configs) if args.epochs else {}
     data = {"kolmogorov": args.kolmogorov, "turbulence3d": args.turbulence3d, "darcy": args.darcy}
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     jobs: dict[str, tuple[str, str, list[str], str]] = {}
     for part in parts:
         kind, names = PARTS[part]
@@ -87,7 +92,8 @@ def main() -> None:
             if kind == "darcy":
                 sets.append(f"data.resolution={DARCY_FINE}")
             sets += args.set
-            jobs[name] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets, str(Path(args.runs) / name))
+            for run, seed in [(name, []), *((f"{name}_seed{seed}", [f"seed={seed}"]) for seed in seeds)]:
+                jobs[run] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
     load_before = os.getloadavg()
     start = time.perf_counter()
@@ -105,7 +111,9 @@ def main() -> None:
     for part in parts:
         entry = result["parts"].setdefault(part, {})
         if PARTS[part][1]:
-            entry["runs"] = merged_runs(entry.get("runs", []), rows, PARTS[part][1])
+            previous = entry.get("runs", [])
+            order = with_seeds(PARTS[part][1], [row["name"] for row in previous] + list(rows))
+            entry["runs"] = merged_runs(previous, rows, order)
         trained = [name for name in PARTS[part][1] if name in rows]
         if part in ("kolmogorov", "turbulence3d") and trained:  # the same test frames for every run of a part;
             # from a run of this invocation, as earlier runs' folders may be gone (a new machine)
@@ -131,10 +139,39 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
     started = time.perf_counter()
     evaluation = evaluate_run(run, data, resolutions)
     seconds = time.perf_counter() - started
-    n_test = load_config(config, sets).data.n_test
+    loaded = load_config(config, sets)
     fields = {"fields": field_errors(run, data)} if name.startswith("turbulence3d") else {}
-    return {"name": name, **run_record(summary, config, sets), "test": evaluation,
-            "evaluation_seconds_per_sample": seconds / (n_test * len(resolutions)), **fields}
+    return {"name": name, "seed": loaded.seed, **run_record(summary, config, sets), "test": evaluation,
+            "evaluation_seconds_per_sample": seconds / (loaded.data.n_test * len(resolutions)), **fields}
+
+
+def with_seeds(names: list[str], present: list[str]) -> list[str]:
+    """The order of a part's rows: each of its runs ``names``, then its runs of other seeds among ``present``
+    (NAME_seedS) by seed."""
+    def seeded(name: str) -> list[str]:
+        runs = {run for run in present if run.startswith(f"{name}_seed")}
+        return sorted(runs, key=lambda run: int(run.removeprefix(f"{name}_seed")))
+
+    return [run for name in names for run in (name, *seeded(name))]
+
+
+def seed_of(row: dict[str, Any]) -> int:
+    """A row's seed: its own, or (rows from before ``--seeds``) its config's with its overrides."""
+    if "seed" in row:
+        return row["seed"]
+    from opformer.config import load_config
+
+    return load_config(ROOT / row["config"], row["overrides"]).seed
+
+
+def _fields_spread(runs: list[dict[str, Any]]) -> list[str]:
+    """Table 2's columns over the seeds of each model that has runs of several (NAME and NAME_seedS)."""
+    groups: dict[str, list[tuple[int, list[float]]]] = {}
+    for row in runs:
+        if "fields" in row and set(FIELDS) <= set(row["fields"]):
+            values = [row["fields"][f][key] for f in FIELDS for key in ("relative_l2", "final_relative_l2")]
+            groups.setdefault(row["name"].split("_seed")[0], []).append((seed_of(row), values))
+    return seed_spread(groups, ["u avg.", "u final", "p avg.", "p final"], 3)
 
 
 #: Table 2's fields: the velocity (its three components together) and the pressure
@@ -274,7 +311,8 @@ def markdown(result: dict[str, Any]) -> str:
         if any("fields" in row for row in turbulence["runs"]):
             lines += ["Table 2's columns: the relative L2 of the velocity u = (u, v, w) and of the pressure p, each "
                       "per frame, averaged over the rolled-out frames and at the last one:", "",
-                      *_fields_table(turbulence["runs"], turbulence.get("persistence")), ""]
+                      *_fields_table(turbulence["runs"], turbulence.get("persistence")),
+                      *_fields_spread(turbulence["runs"]), ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
                   *table_head("model", "parameters", "rel. L2 (test)", "s/step", "threads", "train h", "peak RSS GiB",

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import os
 import resource
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, table_head, time_step, train_all,
-    write_results)
+    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, seed_spread, table_head, time_step,
+    train_all, write_results)
 
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
     "gt": [1.203, 1.150, 1.025], "ft": [1.135, 1.123, 1.071], "fno1d": [4.373, 4.126, 4.151],
@@ -65,7 +64,10 @@ def markdown(report: dict) -> str:
         paper = "/".join(f"{v:.3f}" for v in PAPER.get(row["model"], [])) + "e-3"
         lines.append(f"| {row['model']} | {seed_of(row)} | {row['parameters']:,} | {errs} | {paper} | "
                      f"{row['best_epoch']} | {train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
-    lines += seed_spread(report["models"])
+    groups: dict[str, list[tuple[int, list[float]]]] = {}
+    for row in report["models"]:
+        groups.setdefault(row["model"], []).append((seed_of(row), [r["relative_l2"] for r in row["results"]]))
+    lines += seed_spread(groups, [f"n = {n}" for n in RESOLUTIONS], 3)
     lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
               "reports its wall time and seconds per step at that load):", ""]
     lines += [f"- {row['model']}: `{row.get('command', report['command'])}`" for row in report["models"]]
@@ -86,25 +88,6 @@ def seed_of(row: dict[str, Any]) -> int:
     from opformer.config import load_config
 
     return load_config(ROOT / "configs" / "burgers" / f"{row['model']}.yaml").seed
-
-
-def seed_spread(rows: list[dict[str, Any]]) -> list[str]:
-    """The markdown of the mean and sample standard deviation (x 1e-3) of each model with rows of 2 seeds or more."""
-    by_model: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_model.setdefault(row["model"], []).append(row)
-    seeded = {model: group for model, group in by_model.items() if len(group) > 1}
-    if not seeded:
-        return []
-    lines = ["", "Over seeds: mean +- sample standard deviation (x 1e-3) of the test error.", "",
-             *table_head("model", "seeds", *(f"n = {n}" for n in RESOLUTIONS))]
-    for model, group in seeded.items():
-        cells = []
-        for i in range(len(RESOLUTIONS)):
-            values = [row["results"][i]["relative_l2"] * 1e3 for row in group]
-            cells.append(f"{statistics.mean(values):.3f} +- {statistics.stdev(values):.3f}")
-        lines.append(f"| {model} | {', '.join(str(seed_of(r)) for r in group)} | " + " | ".join(cells) + " |")
-    return lines
 
 
 def train_hours(row: dict) -> float:
