@@ -1,4 +1,4 @@
-"""FactFormer benchmark (issue 5; Li et al. 2023, Tables 1, 3 and 4 and Figure 3) at this machine's scale.
+"""FactFormer benchmark (issue 5; Li et al. 2023, Tables 1, 2 and 4 and Figure 3) at this machine's scale.
 
 Parts (``--parts``, any subset; ``--configs`` narrows them to some of their runs; ``--set KEY=VALUE``, repeatable,
 overrides every run's config, e.g. a smaller budget, and is recorded in its row; ``--seeds`` trains each run again

@@ -74,8 +74,9 @@ class OFormerAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * n_head * head_dim, bias=False)
         self.rope = None if rope_scale is None else GridRotaryEmbedding(head_dim, ndim, rope_scale)
 
-    def forward(self, u: Tensor, axes: Sequence[Tensor]) -> Tensor:
-        """Attend over all points of ``u`` ``(batch, *spatial, d)``; ``axes[m]`` holds the coordinates of axis m."""
+    def factors(self, u: Tensor, axes: Sequence[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """``rope(Q)``, ``rope(K)`` and ``V`` ``(batch, n_head, N, head_dim)`` of ``u`` ``(batch, *spatial, d)``
+        (``K`` and ``V`` normalized over the points): the kernel is ``rope(Q) rope(K)^T / N``."""
         if u.dim() - 2 != self.ndim or len(axes) != self.ndim:
             raise ValueError(f"expected (batch, {self.ndim} spatial axes, d) and as many coordinate vectors, "
                              f"got {tuple(u.shape)} and {len(axes)}")
@@ -84,5 +85,10 @@ class OFormerAttention(nn.Module):
         k, v = instance_norm_points(k), instance_norm_points(v)
         if self.rope is not None:
             q, k = self.rope(q, axes), self.rope(k, axes)
-        z = q @ ((k.transpose(-2, -1) @ v) / points.shape[1])
+        return q, k, v
+
+    def forward(self, u: Tensor, axes: Sequence[Tensor]) -> Tensor:
+        """Attend over all points of ``u`` ``(batch, *spatial, d)``; ``axes[m]`` holds the coordinates of axis m."""
+        q, k, v = self.factors(u, axes)
+        z = q @ ((k.transpose(-2, -1) @ v) / q.shape[-2])
         return z.transpose(1, 2).flatten(-2).reshape(*u.shape[:-1], -1)
