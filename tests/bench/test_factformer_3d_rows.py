@@ -37,6 +37,28 @@ def test_table_2_reads_each_fields_error_and_persistences(tmp_path):
     persistence = tables.field_errors(run, data, persistence=True)["u"]
     assert persistence["final_relative_l2"] == pytest.approx(per_frame[-1].item(), rel=1e-5)
     assert persistence["relative_l2"] == pytest.approx(per_frame.mean().item(), rel=1e-5)
+    assert persistence["per_frame"] == pytest.approx(per_frame.tolist(), rel=1e-5)
+    assert len(errors["p"]["per_frame"]) == 5
+
+
+def test_the_frame_wise_plot_shows_the_runs_of_their_configs_seed_with_per_frame_errors(tmp_path, monkeypatch):
+    def row(name: str, frames: bool = True) -> dict:
+        errors = {"relative_l2": 0.1, "final_relative_l2": 0.2, **({"per_frame": [0.1, 0.2]} if frames else {})}
+        return {"name": name, "fields": {"u": errors, "p": errors}}
+
+    figures = []
+    monkeypatch.setattr("opformer.eval.plots._save", lambda fig, path: figures.append(fig))
+    part = {"runs": [row("turbulence3d_factformer_lm"), row("turbulence3d_factformer_lm_seed1"),
+                     row("turbulence3d_fno3d_ar"), row("turbulence3d_ffno3d_lm", frames=False)],
+            "persistence": {"fields": row("persistence")["fields"]}}
+    tables.plot_frames(part, tmp_path / "frames.png")
+    (figure,) = figures
+    for ax, field in zip(figure.axes, ("u", "p")):
+        assert ax.get_title() == field
+        assert [line.get_label() for line in ax.get_lines()] == ["persistence", "factformer_lm", "fno3d_ar"]
+        assert [line.get_linestyle() for line in ax.get_lines()] == ["--", "-", ":"]
+    tables.plot_frames({"runs": [row("turbulence3d_ffno3d_lm", frames=False)]}, tmp_path / "none.png")
+    assert len(figures) == 1
 
 
 def test_table_3_reads_d_and_u_per_frame_and_the_slice(tmp_path):

@@ -128,6 +128,8 @@ def main() -> None:
         if part == "darcy":
             entry["galerkin_transformer"] = darcy_gt_row(RESULTS / "papers" / "galerkin" / "darcy.json")
     write_results(results, "tables", result, markdown, load_before)
+    if "turbulence3d" in parts:
+        plot_frames(result["parts"]["turbulence3d"], results / "turbulence_frames.png")
 
 
 def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -178,10 +180,10 @@ def _fields_spread(runs: list[dict[str, Any]]) -> list[str]:
 FIELDS = {"u": ["u", "v", "w"], "p": ["p"]}
 
 
-def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, dict[str, float]]:
+def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, dict[str, Any]]:
     """The test rollouts' relative L2 of each field of :data:`FIELDS` the data hold, per frame (over the grid and
     the field's channels), averaged over the rolled-out frames and at the last one (means over the trajectories),
-    as the paper's Table 2; of the persistence baseline with ``persistence``."""
+    as the paper's Table 2, and each frame's (``per_frame``); of the persistence baseline with ``persistence``."""
     from opformer.eval.evaluate import run_rollout
     from opformer.eval.metrics import persistence as repeat_last, relative_l2_per_sample
 
@@ -195,7 +197,8 @@ def field_errors(run: str, data: str, persistence: bool = False) -> dict[str, di
             per_frame = relative_l2_per_sample(preds[..., index].flatten(0, 1), truth[..., index].flatten(0, 1))
             per_frame = per_frame.reshape(len(split), row["frames"])
             errors[field] = {"relative_l2": float(per_frame.mean()),
-                             "final_relative_l2": float(per_frame[:, -1].mean())}
+                             "final_relative_l2": float(per_frame[:, -1].mean()),
+                             "per_frame": [float(e) for e in per_frame.mean(dim=0)]}
     return errors
 
 
@@ -275,6 +278,37 @@ def _fields_table(runs: list[dict[str, Any]], baseline: dict[str, Any] | None = 
     return lines
 
 
+def has_frames(row: dict[str, Any]) -> bool:
+    """Whether a turbulence row holds each field's per-frame errors (rows measured before they were kept do not)."""
+    return bool(row.get("fields")) and all("per_frame" in errors for errors in row["fields"].values())
+
+
+def plot_frames(part: dict[str, Any], path: Path) -> None:
+    """The paper's frame-wise error trends (its appendix figures): each field's test error per rolled-out frame
+    of every run of its config's seed (LM solid, AR dotted) and of persistence; runs measured before the per-frame
+    errors were kept are left out."""
+    from opformer.eval.plots import _pyplot, _save
+
+    shown = [row for row in part["runs"] if "_seed" not in row["name"] and has_frames(row)]
+    if not shown:
+        return
+    base = part.get("persistence", {}).get("fields", {})
+    plt = _pyplot()
+    fields = list(shown[0]["fields"])
+    fig, axes = plt.subplots(1, len(fields), figsize=(5.5 * len(fields), 4), squeeze=False, layout="constrained")
+    for ax, field in zip(axes[0], fields):
+        if "per_frame" in base.get(field, {}):
+            frames = range(1, len(base[field]["per_frame"]) + 1)
+            ax.plot(frames, base[field]["per_frame"], "k--", label="persistence")
+        for row in shown:
+            errors = row["fields"][field]["per_frame"]
+            ax.plot(range(1, len(errors) + 1), errors, ":" if row["name"].endswith("_ar") else "-",
+                    label=row["name"].removeprefix("turbulence3d_"))
+        ax.set(xlabel="rolled-out frame", ylabel=f"relative L2 of {field}", title=field)
+    axes[0][-1].legend(fontsize=7)
+    _save(fig, path)
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The parts that have run, as markdown tables with the command."""
     parts = result["parts"]
@@ -313,6 +347,9 @@ def markdown(result: dict[str, Any]) -> str:
                       "per frame, averaged over the rolled-out frames and at the last one:", "",
                       *_fields_table(turbulence["runs"], turbulence.get("persistence")),
                       *_fields_spread(turbulence["runs"]), ""]
+            if any(has_frames(row) for row in turbulence["runs"]):
+                lines += ["Each field's error per rolled-out frame (the paper's appendix figures): "
+                          "`turbulence_frames.png`.", ""]
     if "darcy" in parts:
         lines += ["## Darcy flow, trained at 85, zero-shot at 141 and 211 (the paper's Figure 3)", "",
                   *table_head("model", "parameters", "rel. L2 (test)", "s/step", "threads", "train h", "peak RSS GiB",
