@@ -282,6 +282,16 @@ def table_head(*columns: str) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
 
+def seed_of(row: dict[str, Any], config: str | Path | None = None) -> int:
+    """A row's seed: its own, or (rows from before ``--seeds``) that of its config (``config``, else the row's
+    own ``config`` under the repository) with the row's ``overrides``."""
+    if "seed" in row:
+        return row["seed"]
+    from opformer.config import load_config
+
+    return load_config(config or ROOT / row["config"], row.get("overrides", [])).seed
+
+
 def seed_spread(groups: dict[str, list[tuple[int, list[float]]]], columns: Sequence[str], exponent: int
                 ) -> list[str]:
     """The markdown of the mean and sample standard deviation of each model's values over its seeds, in units of

@@ -1,9 +1,9 @@
 """Benchmarks over seeds: a row without a seed has its config's; models with two seeds or more get the mean and
 sample standard deviation of each column (the Burgers table per resolution, FactFormer's Table 2 per field)."""
 
-from benchmarks.harness import seed_spread
+from benchmarks.harness import seed_of, seed_spread
 from benchmarks.papers.factformer import tables
-from benchmarks.papers.galerkin.burgers import RESOLUTIONS, seed_of
+from benchmarks.papers.galerkin.burgers import RESOLUTIONS, row_seed
 
 
 def row(model: str, errors: list[float], seed: int | None = None) -> dict:
@@ -12,8 +12,8 @@ def row(model: str, errors: list[float], seed: int | None = None) -> dict:
 
 
 def test_a_burgers_row_without_a_seed_has_its_configs():
-    assert seed_of(row("gt", [1e-3] * 3)) == 1127802
-    assert seed_of(row("gt", [1e-3] * 3, seed=2)) == 2
+    assert row_seed(row("gt", [1e-3] * 3)) == 1127802
+    assert row_seed(row("gt", [1e-3] * 3, seed=2)) == 2
 
 
 def test_the_spread_is_over_the_seeds_of_a_model_and_a_single_seed_gets_none():
@@ -27,15 +27,21 @@ def test_the_spread_is_over_the_seeds_of_a_model_and_a_single_seed_gets_none():
 
 
 def test_factformer_rows_of_other_seeds_follow_their_run_in_seed_order():
-    present = ["b_seed2", "a_seed10", "a_seed2", "c_seed1", "a"]
+    present = ["b_seed2", "a_seed10", "a_seed2", "c_seed1", "a", "a_seed2"]
     assert tables.with_seeds(["a", "b"], present) == ["a", "a_seed2", "a_seed10", "b", "b_seed2"]
+
+
+def test_a_factformer_run_name_gives_its_config_and_seed():
+    assert tables.config_of("turbulence3d_factformer_lm_seed12") == ("turbulence3d_factformer_lm", 12)
+    assert tables.config_of("turbulence3d_factformer_lm") == ("turbulence3d_factformer_lm", None)
+    assert tables.config_of("x_seedless") == ("x_seedless", None)
 
 
 def test_a_factformer_row_without_a_seed_has_its_configs_with_its_overrides():
     config = "configs/factformer/turbulence3d_factformer_lm.yaml"
-    assert tables.seed_of({"config": config, "overrides": ["train.epochs=2"]}) == 1127802
-    assert tables.seed_of({"config": config, "overrides": ["seed=5"]}) == 5
-    assert tables.seed_of({"config": config, "overrides": [], "seed": 7}) == 7
+    assert seed_of({"config": config, "overrides": ["train.epochs=2"]}) == 1127802
+    assert seed_of({"config": config, "overrides": ["seed=5"]}) == 5
+    assert seed_of({"config": config, "overrides": [], "seed": 7}) == 7
 
 
 def test_table_2_over_seeds_gives_each_fields_mean_and_spread():

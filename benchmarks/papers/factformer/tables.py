@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, seed_spread,
-    table_head, table_row, train_all, write_results)
+    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, seed_of,
+    seed_spread, table_head, table_row, train_all, write_results)
 
 from opformer.data.store import read_info
 
@@ -147,23 +147,19 @@ def evaluate(name: str, data: str, config: str, sets: list[str], run: str, summa
             "evaluation_seconds_per_sample": seconds / (loaded.data.n_test * len(resolutions)), **fields}
 
 
+def config_of(run: str) -> tuple[str, int | None]:
+    """A run's config name and the seed its name gives: ``NAME_seedS`` is (NAME, S), any other run (NAME, None),
+    trained at its config's seed."""
+    name, marker, seed = run.rpartition("_seed")
+    return (name, int(seed)) if marker and seed.isdigit() else (run, None)
+
+
 def with_seeds(names: list[str], present: list[str]) -> list[str]:
     """The order of a part's rows: each of its runs ``names``, then its runs of other seeds among ``present``
     (NAME_seedS) by seed."""
-    def seeded(name: str) -> list[str]:
-        runs = {run for run in present if run.startswith(f"{name}_seed")}
-        return sorted(runs, key=lambda run: int(run.removeprefix(f"{name}_seed")))
-
-    return [run for name in names for run in (name, *seeded(name))]
-
-
-def seed_of(row: dict[str, Any]) -> int:
-    """A row's seed: its own, or (rows from before ``--seeds``) its config's with its overrides."""
-    if "seed" in row:
-        return row["seed"]
-    from opformer.config import load_config
-
-    return load_config(ROOT / row["config"], row["overrides"]).seed
+    seeded = sorted({config_of(run) for run in present}, key=lambda pair: pair[1] or 0)
+    return [run for name in names
+            for run in (name, *(f"{name}_seed{seed}" for base, seed in seeded if base == name and seed is not None))]
 
 
 def _fields_spread(runs: list[dict[str, Any]]) -> list[str]:
@@ -172,7 +168,7 @@ def _fields_spread(runs: list[dict[str, Any]]) -> list[str]:
     for row in runs:
         if "fields" in row and set(FIELDS) <= set(row["fields"]):
             values = [row["fields"][f][key] for f in FIELDS for key in ("relative_l2", "final_relative_l2")]
-            groups.setdefault(row["name"].split("_seed")[0], []).append((seed_of(row), values))
+            groups.setdefault(config_of(row["name"])[0], []).append((seed_of(row), values))
     return seed_spread(groups, ["u avg.", "u final", "p avg.", "p final"], 3)
 
 
@@ -289,7 +285,7 @@ def plot_frames(part: dict[str, Any], path: Path) -> None:
     errors were kept are left out."""
     from opformer.eval.plots import _pyplot, _save
 
-    shown = [row for row in part["runs"] if "_seed" not in row["name"] and has_frames(row)]
+    shown = [row for row in part["runs"] if config_of(row["name"])[1] is None and has_frames(row)]
     if not shown:
         return
     base = part.get("persistence", {}).get("fields", {})

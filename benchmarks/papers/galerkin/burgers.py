@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, seed_spread, table_head, time_step,
-    train_all, write_results)
+    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, seed_of, seed_spread, table_head,
+    time_step, train_all, write_results)
 
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
     "gt": [1.203, 1.150, 1.025], "ft": [1.135, 1.123, 1.071], "fno1d": [4.373, 4.126, 4.151],
@@ -62,11 +62,11 @@ def markdown(report: dict) -> str:
     for row in report["models"]:
         errs = " | ".join(f"{r['relative_l2'] * 1e3:.3f}e-3" for r in row["results"])
         paper = "/".join(f"{v:.3f}" for v in PAPER.get(row["model"], [])) + "e-3"
-        lines.append(f"| {row['model']} | {seed_of(row)} | {row['parameters']:,} | {errs} | {paper} | "
+        lines.append(f"| {row['model']} | {row_seed(row)} | {row['parameters']:,} | {errs} | {paper} | "
                      f"{row['best_epoch']} | {train_hours(row):.2f} | {row['seconds_per_step']:.3f} |")
     groups: dict[str, list[tuple[int, list[float]]]] = {}
     for row in report["models"]:
-        groups.setdefault(row["model"], []).append((seed_of(row), [r["relative_l2"] for r in row["results"]]))
+        groups.setdefault(row["model"], []).append((row_seed(row), [r["relative_l2"] for r in row["results"]]))
     lines += seed_spread(groups, [f"n = {n}" for n in RESOLUTIONS], 3)
     lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
               "reports its wall time and seconds per step at that load):", ""]
@@ -81,13 +81,9 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def seed_of(row: dict[str, Any]) -> int:
-    """A row's seed: its own, or (rows from before ``--seeds``) its config's."""
-    if "seed" in row:
-        return row["seed"]
-    from opformer.config import load_config
-
-    return load_config(ROOT / "configs" / "burgers" / f"{row['model']}.yaml").seed
+def row_seed(row: dict[str, Any]) -> int:
+    """A row's seed (rows from before ``--seeds`` hold none and no config path: their model's config's)."""
+    return seed_of(row, ROOT / "configs" / "burgers" / f"{row['model']}.yaml")
 
 
 def train_hours(row: dict) -> float:
@@ -120,7 +116,7 @@ def main() -> None:
                            str(runs / (name if seed is None else f"{name}_seed{seed}")))
             for name in names for seed in seeds}
     summaries = train_all(list(jobs.values()), args.jobs, threads)
-    rows = [{"model": name, "seed": seed_of({"model": name}) if seed is None else seed,
+    rows = [{"model": name, "seed": row_seed({"model": name}) if seed is None else seed,
              **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
              "run": run, "command": command()} for (name, seed), (config, sets, run) in jobs.items()]
     from opformer.models.registry import PRESETS
@@ -132,7 +128,7 @@ def main() -> None:
     kept = earlier(args.results, "burgers")
     measured = {(row["model"], row["seed"]) for row in rows}
     rows = [{"command": kept["command"], **row} for row in kept.get("models", [])
-            if (row["model"], seed_of(row)) not in measured] + rows
+            if (row["model"], row_seed(row)) not in measured] + rows
     profiles = [p for p in kept.get("step_profiles", []) if p["model"].removesuffix("_burgers") not in names
                 and not (p["n"] == 8192 and "gt" in names)] + profiles
     report = {
