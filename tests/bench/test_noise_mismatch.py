@@ -15,7 +15,7 @@ def test_each_level_is_the_runs_error_with_that_noise_and_the_trained_one_is_bol
     train(config_from_dict(darcy_config(darcy_file, epochs=1, inverse=True)), run)
     row = measure(str(run), str(darcy_file), [0.0, 0.01, 0.5])
     (own,) = evaluate_run(run, darcy_file, [9])  # the run's own level, 0.01 in the tiny config
-    assert row["trained_eps"] == 0.01 and row["grid"] == [9, 5] and row["samples"] == 2
+    assert row["trained_eps"] == 0.01 and row["grid"] == [9, 5] and row["samples"] == 2 and row["model"] == "gt"
     assert row["errors"]["0.01"]["relative_l2"] == own["relative_l2"]
     assert row["errors"]["0"]["relative_l2"] == evaluate_run(run, darcy_file, [9], input_noise=0.0)[0]["relative_l2"]
     assert row["errors"]["0.5"]["relative_l2"] != pytest.approx(own["relative_l2"], rel=1e-6)

@@ -76,10 +76,17 @@ def measure(run_dir: str, data: str, levels: list[float]) -> dict[str, Any]:
     for level in levels:
         (row,) = evaluate_run(run, data, [config.data.resolution], input_noise=level)
         errors[f"{level:g}"] = {"relative_l2": row["relative_l2"], "std": row["relative_l2_std"]}
-    model = ATTENTION.get(config.model.get("attention_type"), config.model.get("name", "?"))
-    return {"name": Path(run_dir).name, "model": model,
+    return {"name": Path(run_dir).name, "model": model_name(config.model),
             "grid": [config.data.resolution, config.data.target_resolution], "trained_eps": config.data.input_noise,
             "samples": row["samples"], "errors": errors}
+
+
+def model_name(model: dict[str, Any]) -> str:
+    """A run's model in a table: a Galerkin-type transformer by its attention (gt, ft, st, lt; galerkin unless the
+    config names another), any other model by its name."""
+    if str(model.get("name", "")).startswith("galerkin_transformer"):
+        return ATTENTION[model.get("attention_type", "galerkin")]
+    return model.get("name", "?")
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -88,7 +88,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
                  split: str = "test", device: str = "auto", batch_size: int | None = None,
                  frames: int | None = None,
                  well_windows: Sequence[tuple[int, int]] | None = None,
-                 input_noise: float | None = None) -> list[dict[str, Any]]:
+                 input_noise: float | None = None, per_sample: bool = False) -> list[dict[str, Any]]:
     """Relative L2 of a run's best checkpoint on ``split`` of a data file at each resolution.
 
     ``split`` uses the run's n_train/n_val/n_test (``all`` takes every sample, for a separate test file).
@@ -119,13 +119,16 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
     input_noise
         Operator pairs only: the eps of the noise added to the normalized inputs (default the run's
         ``data.input_noise``).
+    per_sample
+        Operator pairs only: add each sample's error, in the split's order (``per_sample_relative_l2``).
 
     Returns
     -------
     list[dict[str, Any]]
         A row per resolution: ``resolution``, ``trained_at``, ``samples``, ``relative_l2`` and
-        ``relative_l2_std``; for trajectories also ``final_relative_l2``, ``frames``, ``per_frame_relative_l2``,
-        ``l2re`` and ``l2re_std`` (:func:`rollout_row`), and ``well`` with ``well_windows``.
+        ``relative_l2_std`` (and ``per_sample_relative_l2`` with ``per_sample``); for trajectories also
+        ``final_relative_l2``, ``frames``, ``per_frame_relative_l2``, ``l2re`` and ``l2re_std``
+        (:func:`rollout_row`), and ``well`` with ``well_windows``.
 
     Raises
     ------
@@ -171,6 +174,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
             "samples": len(data),
             "relative_l2": float(errors.mean()),
             "relative_l2_std": float(errors.std()) if len(errors) > 1 else 0.0,
+            **({"per_sample_relative_l2": errors.tolist()} if per_sample else {}),
         })
     return rows
 
