@@ -97,12 +97,14 @@ class OptimConfig:
 class ScheduleConfig:
     """Learning-rate schedule, stepped once per batch."""
 
-    name: Literal["onecycle", "constant"] = "onecycle"
+    name: Literal["onecycle", "constant", "step"] = "onecycle"
     div_factor: PositiveFloat = 1e4
     final_div_factor: PositiveFloat = 1e4
     pct_start: Annotated[float, Range(gt=0, lt=1)] = 0.2
     anneal: Literal["cos", "linear"] = "cos"
     cycle_momentum: bool = False  # OneCycle's beta1 cycling (0.85-0.95); off unless asked for
+    step_epochs: PositiveInt = 100  # step: the rate is multiplied by gamma every step_epochs epochs
+    gamma: Annotated[float, Range(gt=0, le=1)] = 0.5
 
 
 @dataclass

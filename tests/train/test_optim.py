@@ -96,3 +96,14 @@ def test_adam_decays_coupled_as_l2_and_adamw_decoupled(name):
     decoupled = _adam_reference(p0, grads, lr, betas, decay, coupled=False)
     assert (coupled - decoupled).abs().min() > 1e-4  # the two rules differ here by far more than rounding
     torch.testing.assert_close(param.detach(), coupled if name == "adam" else decoupled, rtol=0, atol=1e-15)
+
+
+def test_the_step_schedule_multiplies_the_rate_by_gamma_every_step_epochs_epochs():
+    optimizer = build_optimizer(_net().parameters(), OptimConfig(lr=1.0))
+    scheduler = build_scheduler(optimizer, ScheduleConfig(name="step", step_epochs=2, gamma=0.5), 15, 3)
+    lrs = []
+    for _ in range(15):  # 5 epochs of 3 batches: halved after batches 6 and 12
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == [1.0] * 6 + [0.5] * 6 + [0.25] * 3

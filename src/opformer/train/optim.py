@@ -37,9 +37,10 @@ def use_fused_update(optimizer: torch.optim.Optimizer) -> None:
         group["foreach"] = None if fusable else group.get("foreach")
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig,
-                    total_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
-    """A per-batch schedule: OneCycle (peak at ``pct_start``) or constant.
+def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig, total_steps: int,
+                    steps_per_epoch: int = 1) -> torch.optim.lr_scheduler.LRScheduler:
+    """A per-batch schedule: OneCycle (peak at ``pct_start``), constant, or step (the rate times ``gamma`` after
+    every ``step_epochs`` epochs of ``steps_per_epoch`` batches: the FNO code's ``StepLR``, stepped per epoch).
 
     OneCycle's momentum cycling, which rewrites Adam's beta1 between 0.85 and 0.95, only happens with
     ``cycle_momentum: true`` (PyTorch turns it on silently by default).
@@ -51,6 +52,9 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig,
     """
     if config.name == "constant":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    if config.name == "step":
+        period = config.step_epochs * steps_per_epoch
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: config.gamma ** (step // period))
     pct_start = config.pct_start
     while pct_start * total_steps == 1:
         pct_start = math.nextafter(pct_start, 0.0)

@@ -97,8 +97,8 @@ class Trainer:
         self.pipeline = Pipeline(self.task, self.context, config.data.device_memory_gb, config.data.workers)
         self.optimizer = build_optimizer(self.surrogate.parameters(), config.optim)
         self.scaler = grad_scaler(config.train.precision, self.device)
-        self.scheduler = build_scheduler(self.optimizer, config.schedule,
-                                         config.train.epochs * self.task.steps_per_epoch())
+        steps = self.task.steps_per_epoch()
+        self.scheduler = build_scheduler(self.optimizer, config.schedule, config.train.epochs * steps, steps)
         self.device_reads = 0  # reads of device values by the training loop (its log points)
         self.stepped = False  # whether this session has made a step
         self.history: list[dict[str, float]] = []
