@@ -60,11 +60,17 @@ def results_folder() -> Path:
     return RESULTS / script().parent.relative_to("benchmarks")
 
 
-def argument_parser(doc: str, parallel: bool = False) -> argparse.ArgumentParser:
+def argument_parser(doc: str, parallel: bool = False, runs: str | None = None) -> argparse.ArgumentParser:
     """A script's argument parser with its docstring as help and ``--results`` (default :func:`results_folder`);
-    ``parallel`` adds ``--jobs`` and ``--threads`` (the training benchmarks)."""
+    ``parallel`` adds ``--jobs`` and ``--threads`` (the training benchmarks); ``runs`` (what the runs are, e.g.
+    "inverse Darcy") adds ``--data`` and ``--runs``, a list of finished run directories (the scripts that measure
+    trained runs)."""
     result = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     result.add_argument("--results", default=str(results_folder()), help="folder of the results JSON and markdown")
+    if runs is not None:
+        result.add_argument("--data", required=True, help="the data file the runs were trained on")
+        result.add_argument("--runs", required=True, type=lambda text: text.split(","),
+                            help=f"comma-separated finished {runs} run directories")
     if parallel:
         result.add_argument("--jobs", type=int, default=2, help="runs trained at once")
         result.add_argument("--threads", type=int, default=None,
@@ -177,6 +183,15 @@ def relative_l2(u: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Relative L2 error of each sample (the first axis), in float64."""
     u, ref = (np.asarray(a, np.float64).reshape(len(a), -1) for a in (u, ref))
     return np.linalg.norm(u - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def kept_rows(results: str | Path, name: str, rows: dict[str, dict[str, Any]], key: str = "runs",
+              order: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
+    """The list ``key`` of the results ``name``.json in ``results`` after this invocation: its ``rows`` (by their
+    ``name``) in place of earlier rows of the same name, the other earlier rows kept, sorted by ``order`` (default:
+    the name). A script that measures some runs at a time fills one table."""
+    known = {row["name"]: row for row in earlier(results, name).get(key, [])} | rows
+    return sorted(known.values(), key=order or (lambda row: row["name"]))
 
 
 def merged_runs(previous: list[dict[str, Any]], rows: dict[str, dict[str, Any]], order: list[str]

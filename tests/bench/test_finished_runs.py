@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from benchmarks.harness import earlier, finished, train_all
+from benchmarks.harness import earlier, finished, kept_rows, train_all
 
 
 def test_a_finished_run_is_read_and_an_unfinished_one_is_not(tmp_path):
@@ -32,3 +32,13 @@ def test_train_all_reads_a_finished_run_and_starts_no_process(tmp_path):
     # the config does not exist: a job that were trained would fail
     assert train_all([("missing.yaml", [], str(run))], 1) == {str(run): {"epochs": 3, "peak_rss_gib": None,
                                                                          "threads": 2}}
+
+
+def test_kept_rows_replace_earlier_rows_of_the_same_name_and_keep_the_others(tmp_path):
+    (tmp_path / "t.json").write_text(json.dumps({"cells": [{"name": "b", "v": 1}, {"name": "c", "v": 2}]}))
+    rows = {"b": {"name": "b", "v": 3}, "a": {"name": "a", "v": 4}}
+    assert kept_rows(tmp_path, "t", rows, "cells") == [{"name": "a", "v": 4}, {"name": "b", "v": 3},
+                                                       {"name": "c", "v": 2}]
+    assert [row["name"] for row in kept_rows(tmp_path, "t", rows, "cells", order=lambda row: -row["v"])] == \
+        ["a", "b", "c"]
+    assert kept_rows(tmp_path, "none", rows) == [rows["a"], rows["b"]]  # no earlier file

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from benchmarks.harness import argument_parser, command, earlier, page, table_head, table_row, write_results
+from benchmarks.harness import argument_parser, command, kept_rows, page, table_head, table_row, write_results
 from benchmarks.papers.curves import planned_epochs, read_metrics, summary
 
 #: the paper's figure: the fraction of singular values that hold 90% of the energy of full-grid linear attention
@@ -167,14 +167,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
-    parser.add_argument("--data", required=True, help="the trajectory file the runs were trained on")
-    parser.add_argument("--runs", required=True, help="comma-separated finished FactFormer run directories")
+    parser = argument_parser(__doc__, runs="FactFormer")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    rows = {Path(run).name: measure(run, args.data) for run in args.runs.split(",")}
-    previous = {row["name"]: row for row in earlier(args.results, "attention_spectrum").get("runs", [])}
-    result = {"paper_full_fraction_90": PAPER_FULL_FRACTION, "runs": list((previous | rows).values())}
+    rows = {Path(run).name: measure(run, args.data) for run in args.runs}
+    result = {"paper_full_fraction_90": PAPER_FULL_FRACTION,
+              "runs": kept_rows(args.results, "attention_spectrum", rows)}
     write_results(args.results, "attention_spectrum", result, markdown, load_before)
     plot(result, Path(args.results) / "attention_spectrum.png")
 

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, argument_parser, describe_load, describe_machine, earlier, merged_runs, page, table_head, table_row, write_results)
+    GIB, argument_parser, describe_load, describe_machine, kept_rows, page, table_head, table_row, write_results)
 
 ATTENTION = {"st": "softmax", "ft": "fourier", "lt": "linear", "gt": "galerkin"}
 LAYERS, D_MODEL, HEADS, FFN, BATCH = 10, 128, 4, 256, 4
@@ -98,11 +98,9 @@ def main() -> None:
                               str(args.repeats), "--cell", json.dumps([attention, n])], env=dict(
                                   os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=True)
         rows[f"{attention}:{n}"] = json.loads(out.stdout.strip().splitlines()[-1])
-    previous = earlier(args.results, "encoders").get("cells", [])
-    known = {row["name"]: row for row in previous} | rows
-    order = sorted(known, key=lambda key: (known[key]["n"], list(ATTENTION).index(known[key]["attention"])))
-    result = {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ffn": FFN, "batch": BATCH,
-              "cells": merged_runs(previous, rows, order)}
+    cells = kept_rows(args.results, "encoders", rows, "cells",
+                      order=lambda row: (row["n"], list(ATTENTION).index(row["attention"])))
+    result = {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ffn": FFN, "batch": BATCH, "cells": cells}
     write_results(args.results, "encoders", result, markdown, load_before)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness import argument_parser, earlier, merged_runs, page, table_head, table_row, write_results
+from benchmarks.harness import argument_parser, kept_rows, page, table_head, table_row, write_results
 from benchmarks.papers.curves import planned_epochs, read_metrics, summary, verdict
 
 #: the layer the paper compares with the first (its Figure 13 (c)-(d))
@@ -135,15 +135,12 @@ def smoother(run: dict[str, Any]) -> bool:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
-    parser.add_argument("--data", required=True, help="the runs' data file")
-    parser.add_argument("--runs", required=True, help="comma-separated finished 2D Galerkin Transformer runs")
+    parser = argument_parser(__doc__, runs="2D Galerkin Transformer")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    rows = {Path(run).name: measure(run, args.data, Path(args.results)) for run in args.runs.split(",")}
-    previous = earlier(args.results, "latent_basis").get("runs", [])
-    order = sorted({row["name"] for row in previous} | set(rows))
-    write_results(args.results, "latent_basis", {"runs": merged_runs(previous, rows, order)}, markdown, load_before)
+    rows = {Path(run).name: measure(run, args.data, Path(args.results)) for run in args.runs}
+    write_results(args.results, "latent_basis", {"runs": kept_rows(args.results, "latent_basis", rows)}, markdown,
+                  load_before)
 
 
 if __name__ == "__main__":

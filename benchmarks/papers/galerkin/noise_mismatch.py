@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import argument_parser, earlier, merged_runs, page, table_head, table_row, write_results
+from benchmarks.harness import argument_parser, kept_rows, page, table_head, table_row, write_results
 
 ATTENTION = {"galerkin": "gt", "fourier": "ft", "softmax": "st", "linear": "lt"}  # a transformer's row name
 LEVELS = (0.0, 0.01, 0.015, 0.02, 0.05, 0.1)
@@ -33,20 +33,16 @@ PAPER = {(0.0, 0.0): 0.0160, (0.0, 0.01): 0.194, (0.0, 0.015): 0.416, (0.01, 0.0
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
-    parser.add_argument("--data", default="data/darcy_421.h5")
-    parser.add_argument("--runs", required=True, help="comma-separated finished inverse Darcy run directories")
+    parser = argument_parser(__doc__, runs="inverse Darcy")
     parser.add_argument("--levels", default=",".join(f"{v:g}" for v in LEVELS),
                         help="comma-separated evaluation noise levels eps")
     args = parser.parse_args()
     levels = parse_levels(args.levels)
     load_before = os.getloadavg()
-    rows = {Path(run).name: measure(run, args.data, levels) for run in args.runs.split(",")}
-    previous = earlier(args.results, "noise_mismatch").get("runs", [])
-    known = {row["name"]: row for row in previous} | rows
-    order = sorted(known, key=lambda name: (known[name]["model"] != "gt", known[name]["trained_eps"], name))
+    rows = {Path(run).name: measure(run, args.data, levels) for run in args.runs}
     result = {"paper": [{"trained_eps": t, "evaluated_eps": e, "relative_l2": v} for (t, e), v in PAPER.items()],
-              "runs": merged_runs(previous, rows, order)}
+              "runs": kept_rows(args.results, "noise_mismatch", rows, order=lambda row: (
+                  row["model"] != "gt", row["trained_eps"], row["name"]))}
     write_results(args.results, "noise_mismatch", result, markdown, load_before)
     plot(result, Path(args.results) / "noise_mismatch.png")
 

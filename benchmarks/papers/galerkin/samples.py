@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import argument_parser, earlier, merged_runs, page, table_head, table_row, write_results
+from benchmarks.harness import argument_parser, kept_rows, page, table_head, table_row, write_results
 from benchmarks.papers.curves import planned_epochs, read_metrics, summary, verdict
 from benchmarks.papers.galerkin.noise_mismatch import model_name
 
@@ -30,10 +30,8 @@ PAPER = {9: ("Burgers, 4 test samples", "mean 1.079e-3"), 10: ("Darcy, 1 test sa
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = argument_parser(__doc__, runs="Burgers or Darcy")
     parser.add_argument("--figure", type=int, choices=sorted(PAPER), required=True)
-    parser.add_argument("--data", required=True, help="the runs' data file")
-    parser.add_argument("--runs", required=True, help="comma-separated finished run directories")
     parser.add_argument("--samples", type=int, default=None,
                         help="test samples to draw (default the figure's: 4 for Figure 9, else 1)")
     args = parser.parse_args()
@@ -42,11 +40,9 @@ def main() -> None:
         raise SystemExit(f"--samples {count}: expected a count >= 1")
     load_before = os.getloadavg()
     rows = {Path(run).name: measure(run, args.data, args.figure, count, Path(args.results))
-            for run in args.runs.split(",")}
-    previous = earlier(args.results, "samples").get("runs", [])
-    known = {row["name"]: row for row in previous} | rows
-    order = sorted(known, key=lambda name: (known[name]["figure"], name))
-    write_results(args.results, "samples", {"runs": merged_runs(previous, rows, order)}, markdown, load_before)
+            for run in args.runs}
+    runs = kept_rows(args.results, "samples", rows, order=lambda row: (row["figure"], row["name"]))
+    write_results(args.results, "samples", {"runs": runs}, markdown, load_before)
 
 
 def measure(run_dir: str, data: str, figure: int, count: int, results: Path) -> dict[str, Any]:
