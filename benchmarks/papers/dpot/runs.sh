@@ -8,7 +8,7 @@
 #
 #   bash benchmarks/papers/dpot/runs.sh GROUP ...
 #
-# Groups: ablation ablation_dr_swe pretrain transfer stretch (the last two need pretrain).
+# Groups: ablation ablation_dr_swe heads_patch_dr_swe pretrain transfer stretch (the last two need pretrain).
 set -u
 RUNS=${RUNS:-runs/dpot}
 PY=${PY:-.venv/bin/python}
@@ -50,6 +50,16 @@ ablation() {  # §4.3 noise (Table 4 analog) and §4.4 architecture (Table 7 ana
   done
   run afno_nano configs/mixture/ablation_dpot_nano.yaml --set model.shrink=0.01 || return $?
   run fno2d_time_nano configs/mixture/ablation_fno2d_time.yaml || return $?
+}
+
+heads_patch_dr_swe() {  # Table 3's heads and patch size on {DR, SWE}: DPOT nano's 4 heads, patch 4 is noise_dr_swe_0.2
+  local n
+  for n in 1 8 16; do
+    run "heads_dr_swe_$n" configs/mixture/ablation_dpot_nano_dr_swe.yaml --set "model.n_heads=$n" || return $?
+  done
+  for n in 8 16 2; do
+    run "patch_dr_swe_$n" configs/mixture/ablation_dpot_nano_dr_swe.yaml --set "model.patch_size=$n" || return $?
+  done
 }
 
 ablation_dr_swe() {  # §4.3's five noise levels on {DR, SWE} alone (no CNS member: ~14 CPU-hours to generate)
@@ -106,11 +116,12 @@ stretch() {  # §4.5: the pre-trained blocks in steady Darcy at 85^2 and 3D turb
   done
 }
 
-usage="usage: bash benchmarks/papers/dpot/runs.sh GROUP ... (ablation, ablation_dr_swe, pretrain, transfer, stretch)"
+groups="ablation, ablation_dr_swe, heads_patch_dr_swe, pretrain, transfer, stretch"
+usage="usage: bash benchmarks/papers/dpot/runs.sh GROUP ... ($groups)"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 for group in "$@"; do
   case $group in
-    ablation|ablation_dr_swe|pretrain|transfer|stretch) $group || exit $? ;;
-    *) echo "unknown group $group (ablation, ablation_dr_swe, pretrain, transfer, stretch)" >&2; exit 2 ;;
+    ablation|ablation_dr_swe|heads_patch_dr_swe|pretrain|transfer|stretch) $group || exit $? ;;
+    *) echo "unknown group $group ($groups)" >&2; exit 2 ;;
   esac
 done

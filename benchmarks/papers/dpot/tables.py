@@ -12,6 +12,8 @@ benchmarks/results/papers/dpot/tables.json and dpot.md with a section per claim.
   five levels 0 to 5e-2 on 128^2 inputs of 10 frames, docs/training.md);
 - ``noise_dr_swe_{0,0.02,0.2,2.0,20.0}``: the same five levels on {DR, SWE} alone (where the CNS member, about 14
   CPU-hours to generate, is absent);
+- ``heads_dr_swe_{1,8,16}``, ``patch_dr_swe_{2,8,16}``: DPOT nano on {DR, SWE} with that number of heads or patch
+  size (Table 3; ``noise_dr_swe_0.2`` is its 4 heads and patch 4);
 - ``noise_0.2``, ``afno_nano``, ``fno2d_time_nano``: DPOT nano, its soft-shrink (AFNO) variant and FNO2d-time at
   its parameters, the same mixture and steps (§4.4);
 - ``{darcy,turbulence3d}_{blocks,scratch}_s{0,1,2}``: steady Darcy at 85^2 and 3D turbulence at 32^3 with the
@@ -50,6 +52,11 @@ NOISES = ("0", "0.02", "0.2", "2.0", "20.0")
 #: the noise ablation's groups of runs: name prefix -> (config, the mixture's members)
 NOISE_GROUPS = {"noise": ("configs/mixture/ablation_dpot_nano.yaml", "{DR, SWE, CNS}"),
                 "noise_dr_swe": ("configs/mixture/ablation_dpot_nano_dr_swe.yaml", "{DR, SWE}")}
+#: Table 3 at CPU scale on {DR, SWE}: the settings beside DPOT nano's 4 heads and patch 4 (``noise_dr_swe_0.2``)
+SETTINGS = {"heads": ("model.n_heads", "4", ("1", "8", "16")), "patch": ("model.patch_size", "4", ("2", "8", "16"))}
+#: the paper's Table 3 (test L2RE) by setting; its best patch, 8 at 128^2, gives 16^2 tokens: patch 4 at 64^2
+PAPER_SETTINGS = {"heads": {"1": 0.0214, "4": 0.0186, "8": 0.0174, "16": 0.0188},
+                  "patch": {"2": 0.369, "4": 0.0275, "8": 0.0174, "16": 0.0278}}
 #: each run's evaluation, kept beside its checkpoint (see ``evaluate``)
 CACHE = "dpot_eval.json"
 #: the ratio to the noise-free run above which noise 2.0 counts as clearly worse (one seed each)
@@ -79,6 +86,10 @@ def commands(runs: str) -> dict[str, str]:
         for noise in NOISES:
             out[f"{prefix}_{noise}"] = (f"{train} {config} --out {runs}/{prefix}_{noise} "
                                         f"--set rollout.noise={noise}")
+    for setting, (key, _, values) in SETTINGS.items():
+        for value in values:
+            out[f"{setting}_dr_swe_{value}"] = (f"{train} {NOISE_GROUPS['noise_dr_swe'][0]} --out "
+                                                f"{runs}/{setting}_dr_swe_{value} --set {key}={value}")
     for name in KOLMOGOROV:
         _, init, n, seed = name.split("_")
         start = f"--set init.checkpoint={runs}/pretrain_micro" if init == "finetune" else "--set init.checkpoint=null"
@@ -389,6 +400,33 @@ def _noise(result: dict[str, Any], prefix: str, heading: str) -> list[str]:
     return lines + _status(result, names) + [""]
 
 
+def _settings(result: dict[str, Any]) -> list[str]:
+    """Table 3's section: DPOT nano on {DR, SWE} at each number of heads and patch size, its default run
+    (``noise_dr_swe_0.2``) in both rows."""
+    names = {setting: {value: f"{setting}_dr_swe_{value}" for value in values}
+             for setting, (_, default, values) in SETTINGS.items()}
+    lines, ran = _section(result, [n for group in names.values() for n in group.values()], "heads-and-patch",
+                          "## 3c. Heads and patch size (Table 3 analog): DPOT nano on {DR, SWE}")
+    if not ran:
+        return lines
+    for setting, (_, default, _) in SETTINGS.items():
+        group = dict(sorted({**names[setting], default: "noise_dr_swe_0.2"}.items(), key=lambda kv: int(kv[0])))
+        done = {value: name for value, name in group.items() if name in _ran(result, [name])}
+        if len(done) < 2:
+            continue
+        lines += [f"{setting.capitalize()}:", "", *_mixture_table(result, list(done.values()),
+                                                                   [f"{setting} {value}" for value in done]), ""]
+        means = {value: sum(v.values()) / len(v) for value, name in done.items()
+                 if (v := _member_l2re(result["runs"][name]))}
+        paper = PAPER_SETTINGS[setting]
+        best = min(means, key=means.__getitem__)
+        lines.append(f"- lowest mean here: {setting} {best} ({means[best]:.4g}); the paper's: {setting} "
+                     f"{min(paper, key=paper.__getitem__)} (" + " / ".join(f"{v} {e}" for v, e in paper.items())
+                     + "; its patch 8 at 128^2 has the 16^2 tokens of patch 4 at 64^2). One seed each")
+        lines.append("")
+    return lines + _status(result, [n for group in names.values() for n in group.values()]) + [""]
+
+
 def _architecture(result: dict[str, Any]) -> list[str]:
     names = ["noise_0.2", "afno_nano", "fno2d_time_nano"]
     labels = {"noise_0.2": "DPOT nano", "afno_nano": "AFNO nano (soft-shrink)", "fno2d_time_nano": "FNO2d-time"}
@@ -434,6 +472,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines += _pretrain(result) + _kolmogorov(result)
     lines += _noise(result, "noise", "## 3. Noise ablation (Table 4 analog)")
     lines += _noise(result, "noise_dr_swe", "## 3b. Noise ablation on two members")
+    lines += _settings(result)
     lines += _architecture(result) + _stretch(result)
     lines += ["## 6. Step time and peak memory", "",
               "Measured by `opformer bench` (docs/bench.md), not by this script.", ""]
