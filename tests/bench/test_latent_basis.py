@@ -17,7 +17,7 @@ def test_the_energy_is_zero_for_a_constant_and_exact_for_a_ramp_and_a_checkerboa
     assert dirichlet_energy(fields).tolist() == pytest.approx([0.0, 12 / 20, 96 / 16])
 
 
-def test_each_layer_of_a_run_is_measured_and_the_hooks_are_gone(tmp_path, darcy_file, darcy_config):
+def test_each_layer_of_a_run_is_measured_on_its_first_test_sample(tmp_path, darcy_file, darcy_config):
     config = darcy_config(darcy_file, epochs=1, inverse=True)
     config["model"]["n_layers"] = 4
     run = tmp_path / "inv"

@@ -102,7 +102,7 @@ def plot(outputs: list[torch.Tensor], path: Path, name: str) -> None:
         energy = dirichlet_energy(out)
         for row, channel in enumerate(out.double().var((0, 1)).argsort(descending=True)[:2].tolist()):
             ax = axes[row, column]
-            ax.imshow(out[..., channel].T, origin="lower", cmap="RdBu_r")
+            ax.imshow(out[..., channel].T.numpy(), origin="lower", cmap="RdBu_r")
             ax.set_title(f"layer {column + 1}, ch. {channel}\nR = {energy[channel]:.3f}", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
