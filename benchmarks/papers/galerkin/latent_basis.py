@@ -45,33 +45,27 @@ def dirichlet_energy(fields: torch.Tensor) -> torch.Tensor:
 
 def layer_outputs(run_dir: str, data: str) -> tuple[list[torch.Tensor], dict[str, Any]]:
     """Each encoder layer's output on the run's first test sample, ``(n_c, n_c, d_model)``, and the run's facts."""
-    from opformer.data.pairs import load_split, split_options
     from opformer.errors import ConfigError
-    from opformer.eval.evaluate import check_compatible, single_file_run
-    from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
+    from opformer.eval.evaluate import first_test_samples, single_file_run
+    from opformer.eval.metrics import predict
     from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
 
     run = single_file_run(run_dir)
-    surrogate, payload = run.surrogate, run.payload
-    model = surrogate.model
+    model = run.surrogate.model
     if not isinstance(model, GalerkinTransformer2d):
         raise ConfigError(f"{run_dir}: a {type(model).__name__}; the latent basis is the 2D Galerkin "
                           "Transformer's (Figure 13)")
-    cfg = payload["run_config"]["data"]
-    split = load_split(data, "test", resolution=cfg["resolution"], **{**split_options(cfg), "n_test": 1})
-    check_compatible(surrogate, split.info, str(run.checkpoint()), (split.input_channels, split.target_channels))
-    noise = noise_sample((cfg["n_test"], *split.inputs.shape[1:]), cfg.get("input_noise", 0.0),
-                         payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
+    split, noise = first_test_samples(run, data, 1)
     outputs: list[torch.Tensor] = []
     n_c = model.coarse_size
     hooks = [layer.register_forward_hook(lambda _m, _i, out: outputs.append(out[0].reshape(n_c, n_c, -1)))
              for layer in model.encoder]
     try:
-        predict(surrogate, split.inputs[:1], 1, torch.device("cpu"), noise=None if noise is None else noise[:1])
+        predict(run.surrogate, split.inputs, 1, torch.device("cpu"), noise=noise)
     finally:
         for hook in hooks:
             hook.remove()
-    return [out.detach() for out in outputs], {"coarse": n_c, "input_noise": cfg.get("input_noise", 0.0)}
+    return [out.detach() for out in outputs], {"coarse": n_c, "input_noise": run.config.data.input_noise}
 
 
 def measure(run_dir: str, data: str, results: Path) -> dict[str, Any]:

@@ -3,10 +3,10 @@
 The paper's Figure 9 shows 4 test samples of Burgers' equation (Example 5.1; their mean relative error 1.079e-3),
 Figure 10 one interface Darcy sample (Example 5.2; its caption prints 6.454e-2) and Figure 11 the same sample's
 inverse coefficient (Example 5.3) at matched training and evaluation noise eps = 0, 0.01, 0.1 (0.0160, 0.0292,
-0.0885). This script draws a finished run's first SAMPLES test samples with ``opformer plot``'s figure (input, truth,
-prediction and the error) into ``samples_RUN.png``, and records each drawn sample's relative L2 error, the mean
-over the whole test split, and the run's learning-curve verdict (:mod:`benchmarks.papers.curves`). Rows are kept
-by run folder name: invocations over different runs fill one table. Run from the repository root::
+0.0885). This script draws a finished run's first SAMPLES test samples with ``opformer plot``'s prediction figure
+(input, truth, prediction and the error) into ``samples_RUN.png``, and records each drawn sample's relative L2 error,
+the mean over the whole test split, and the run's learning-curve verdict (:mod:`benchmarks.papers.curves`). Rows are
+kept by run folder name: invocations over different runs fill one table. Run from the repository root::
 
     .venv/bin/python -m benchmarks.papers.galerkin.samples --figure 9 --data data/burgers.h5 --runs runs/burgers/st
 
@@ -16,7 +16,6 @@ Writes benchmarks/results/papers/galerkin/samples.{json,md} and samples_RUN.png.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ def main() -> None:
 def measure(run_dir: str, data: str, figure: int, count: int, results: Path) -> dict[str, Any]:
     """One finished run's drawn samples (``samples_RUN.png`` in ``results``), their errors and its curve."""
     from opformer.eval.evaluate import evaluate_run
-    from opformer.eval.run_plots import plot_run
+    from opformer.eval.run_plots import plot_test_predictions
     from opformer.runs import Run
 
     run = Run(run_dir)
@@ -57,9 +56,7 @@ def measure(run_dir: str, data: str, figure: int, count: int, results: Path) -> 
     name = run.path.name
     image = f"samples_{name}.png"
     results.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=results) as folder:  # plot_run writes predictions.png and losses.png
-        plot_run(run, data, out_dir=folder, samples=count)
-        os.replace(Path(folder) / "predictions.png", results / image)
+    plot_test_predictions(run, data, results / image, count)
     curve = summary(name, read_metrics(run.path), planned_epochs(run.path))
     return {"name": name, "figure": figure, "run": str(run_dir),
             "model": model_name(config.model),

@@ -9,12 +9,13 @@ from typing import Any
 
 import torch
 
-from opformer.data.pairs import load_split, split_options
+from opformer.data.pairs import OperatorSplit, load_split, split_options
 from opformer.data.store import DatasetInfo, read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
 from opformer.eval.metrics import (
-    NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, persistence, rollout_errors, split_errors, well_errors, window_means)
+    NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, noise_sample, persistence, rollout_errors, split_errors, well_errors,
+    window_means)
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
@@ -82,6 +83,20 @@ def single_file_run(source: str | os.PathLike | Run) -> Run:
         raise ConfigError(f"{run.path}: trained on a mixture of {len(mixture)} data sets; evaluate and plot take it "
                           "without --data (a row per member)")
     return run
+
+
+def first_test_samples(run: Run, data_path: str | os.PathLike | None,
+                       samples: int) -> tuple[OperatorSplit, torch.Tensor | None]:
+    """A run's first ``samples`` test pairs at its training resolution, checked against the run, and their input
+    noise: their rows of the whole test split's seeded realisation, as evaluation draws it
+    (:func:`opformer.eval.metrics.split_errors`), so a drawn sample is the one evaluation scores."""
+    cfg = run.payload["run_config"]
+    options = {**split_options(cfg["data"]), "n_test": min(samples, cfg["data"]["n_test"])}
+    data = load_split(data_path or cfg["data"]["path"], "test", resolution=cfg["data"]["resolution"], **options)
+    check_compatible(run.surrogate, data.info, str(run.checkpoint()), (data.input_channels, data.target_channels))
+    noise = noise_sample((cfg["data"]["n_test"], *data.inputs.shape[1:]), cfg["data"].get("input_noise", 0.0),
+                         cfg["seed"] + NOISE_SEED_OFFSETS["test"])
+    return data, None if noise is None else noise[:len(data)]
 
 
 def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, resolutions: Sequence[int | None],

@@ -13,8 +13,8 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, rollout_row, single_file_run
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict
+from opformer.eval.evaluate import check_compatible, first_test_samples, rollout_row, single_file_run
+from opformer.eval.metrics import predict
 from opformer.eval.mixture import imported_member, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
@@ -61,40 +61,45 @@ def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | No
         out.mkdir(parents=True, exist_ok=True)
         return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run, out, dev)]
     run = single_file_run(run)
-    checkpoint, surrogate, payload = str(run.checkpoint()), run.surrogate, run.payload
-    surrogate.to(dev)
+    run.surrogate.to(dev)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = payload["run_config"]["data"]
     # imported weights have no training history (no metrics.csv)
     written = [] if run_config.imported else [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
-    if read_info(data_path or cfg["path"]).kind == "trajectory":
-        return written + plot_rollouts(surrogate, payload, checkpoint, data_path or cfg["path"], out, samples,
+    path = data_path or run.payload["run_config"]["data"]["path"]
+    if read_info(path).kind == "trajectory":
+        return written + plot_rollouts(run.surrogate, run.payload, str(run.checkpoint()), path, out, samples,
                                        run_dir.name, dev, bounds, bound_label)
-    if run_config.imported:  # none of the file was seen: its first samples, on its stored grid
-        data = load_split(data_path, "all", resolution=None, **split_options(cfg))
+    return [*written, plot_test_predictions(run, data_path, out / "predictions.png", samples, dev, bounds,
+                                            bound_label)]
+
+
+def plot_test_predictions(run: Run, data_path: str | os.PathLike | None, path: Path, samples: int = 4,
+                          device: torch.device = torch.device("cpu"), bounds: Bounder | None = None,
+                          bound_label: str = "bound") -> Path:
+    """``path``: a run of operator pairs on its first test samples at the training resolution (an imported run:
+    the file's first samples on its stored grid), with the input noise evaluation gives them. 1D: input, truth
+    and prediction curves beside the error (``bounds``: the calibrated band); 2D: input, truth, prediction and
+    error maps."""
+    surrogate = run.surrogate
+    if run.config.imported:  # none of the file was seen: its first samples, on its stored grid
+        data = load_split(data_path, "all", resolution=None, **split_options(run.payload["run_config"]["data"]))
         data.inputs, data.targets = data.inputs[:samples], data.targets[:samples]
+        check_compatible(surrogate, data.info, str(run.checkpoint()), (data.input_channels, data.target_channels))
+        noise = None
     else:
-        options = {**split_options(cfg), "n_test": min(samples, cfg["n_test"])}
-        data = load_split(data_path or cfg["path"], "test", resolution=cfg["resolution"], **options)
-    check_compatible(surrogate, data.info, checkpoint, (data.input_channels, data.target_channels))
+        data, noise = first_test_samples(run, data_path, samples)
     if data.info.ndim > 2:
         raise ConfigError(f"plot: predictions of {data.info.ndim}D data are not supported yet")
     if bounds is not None and data.info.ndim != 1:
         raise ConfigError("--coverage: bands are drawn around 1D predictions and rollout errors; 2D maps have none")
-    noise = noise_sample(tuple(data.inputs.shape), cfg.get("input_noise", 0.0),
-                         payload["run_config"]["seed"] + NOISE_SEED_OFFSETS["test"])
-    preds = predict(surrogate, data.inputs, len(data), dev, noise=noise)
-    title = f"{run_dir.name}: test samples, n = {data.resolution[0]}"
+    preds = predict(surrogate, data.inputs, len(data), device, noise=noise)
+    title = f"{run.path.name}: test samples, n = {data.resolution[0]}"
     names = (", ".join(data.input_channels), ", ".join(data.target_channels))
     if data.info.ndim == 1:
         band = None if bounds is None else bounds(data.inputs, preds)
-        written.append(plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"],
-                                           out / "predictions.png", names, title,
-                                           band=None if band is None else (band.lower, band.upper),
-                                           band_label=bound_label))
-    else:
-        written.append(plot_predictions_2d(data.inputs, data.targets, preds, out / "predictions.png", names, title))
-    return written
+        return plot_predictions_1d(data.inputs, data.targets, preds, data.info.domain["lengths"], path, names, title,
+                                   band=None if band is None else (band.lower, band.upper), band_label=bound_label)
+    return plot_predictions_2d(data.inputs, data.targets, preds, path, names, title)
 
 
 def plot_rollouts(surrogate: Surrogate, payload: dict, source: str, data_path: str | os.PathLike, out: Path,
