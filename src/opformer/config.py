@@ -118,6 +118,7 @@ class TrainConfig:
     device: str = "auto"
     num_threads: PositiveInt | None = None
     retain_freed_memory: bool = True  # keep freed host memory for reuse (opformer.runtime)
+    flush_denormal: bool = True  # CPU: subnormal floats read and written as 0 (x86 computes with them ~10x slower)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # training steps under autocast (opformer.runtime.autocast)
     compile: bool = False  # the training forward under torch.compile (validation stays eager)
     cuda_graphs: bool = False  # each training step replayed as a captured CUDA graph (CUDA only; opformer.train.step)

@@ -257,3 +257,17 @@ def test_a_killed_streaming_run_leaves_no_loader_worker(tmp_path, toy_file, tiny
         time.sleep(0.1)
     assert not [c for c in children if (Path("/proc") / str(c) / "stat").exists()
                 and (Path("/proc") / str(c) / "stat").read_text().split()[2] != "Z"]
+
+
+def test_the_trainer_flushes_subnormal_floats_unless_told_not_to(tmp_path, toy_file, tiny_config):
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this processor cannot flush subnormal floats to zero")
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal number
+    try:
+        for flush in (False, True):
+            config = tiny_config(toy_file, epochs=1)
+            config["train"]["flush_denormal"] = flush
+            Trainer(config_from_dict(config), tmp_path / str(flush))
+            assert ((tiny * 1.0).item() == 0) is flush  # flushed: a subnormal operand reads as 0
+    finally:
+        torch.set_flush_denormal(False)

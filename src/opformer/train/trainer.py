@@ -56,6 +56,7 @@ class Trainer:
             torch.set_num_threads(config.train.num_threads)
         if config.train.retain_freed_memory:
             retain_freed_memory()
+        torch.set_flush_denormal(config.train.flush_denormal)  # process-wide, as the thread count
         self.context = context or Context.local(config.train.device)
         check_batch(config.train.batch_size, self.context.world)
         self.device = self.context.device
