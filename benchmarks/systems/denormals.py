@@ -3,16 +3,17 @@
 Adam with L2 weight decay (the FNO code's recipe, ``configs/burgers/fno1d_fno_recipe.yaml``) pulls the FNO1d's
 unused high-mode spectral weights toward zero until they fall below float32's smallest normal number (1.18e-38).
 x86 processors compute with such subnormal operands far more slowly. This script loads a checkpoint (``--checkpoint``:
-its weights and its Adam state), counts its subnormal floats, and times the same training step (forward, relative L2
-loss, backward, the run's optimiser) on a batch of random inputs of the run's shape, three ways:
+the weights and Adam state of a run of operator pairs whose inputs and targets share a grid, as the FNO1d's), counts
+its subnormal floats, and times the same training step (forward, relative L2 loss, backward, the run's optimiser) on
+a batch of random inputs of the run's shape, three ways:
 
 - ``subnormal``: from the checkpoint, without flushing;
 - ``flushed``: from the checkpoint, with ``torch.set_flush_denormal(True)`` (the trainer's default);
 - ``initial``: from the run's initial weights (its seed) and a fresh optimiser, without flushing: the step's cost
   before training made any weight subnormal.
 
-Each variant starts from the checkpoint again; the rounds alternate the variants, each the median of ``--repeats``
-steps after one warm-up. Run from the repository root::
+Each variant builds its model and optimiser anew; the rounds alternate the variants, each the median of
+``--repeats`` steps after one warm-up. Run from the repository root::
 
     .venv/bin/python -m benchmarks.systems.denormals --checkpoint runs/burgers/fno1d_fno_recipe/last.pt
 
@@ -64,9 +65,10 @@ def step_seconds(payload: dict[str, Any], variant: str, batch: int, repeats: int
         surrogate = surrogate_of(payload, "checkpoint").train()
         optimizer = build_optimizer(surrogate.parameters(), config.optim)
         optimizer.load_state_dict(payload["training_state"]["optimizer"])
-    n, spec = config.data.resolution, surrogate.spec["data"]
-    inputs = torch.randn(batch, n, len(spec["input_channels"]), generator=torch.Generator().manual_seed(0))
-    targets = torch.randn(batch, n, len(spec["target_channels"]), generator=torch.Generator().manual_seed(1))
+    spec = surrogate.spec["data"]
+    grid = (config.data.resolution,) * len(spec["periodic"])
+    inputs = torch.randn(batch, *grid, len(spec["input_channels"]), generator=torch.Generator().manual_seed(0))
+    targets = torch.randn(batch, *grid, len(spec["target_channels"]), generator=torch.Generator().manual_seed(1))
     torch.set_flush_denormal(variant == "flushed")
     try:
         seconds = []
@@ -107,8 +109,9 @@ def markdown(result: dict[str, Any]) -> str:
     """The subnormal counts per tensor, then the three step times and their ratios."""
     total = sum(result["subnormal"].values())
     lines = ["# Training steps with subnormal weights, flushed or not (`train.flush_denormal`)", "",
-             f"Checkpoint `{result['checkpoint']}` (after epoch {result['epoch']}): {total:,} of its {result['floats']:,} "
-             f"floats (weights and Adam moments) are subnormal ({total / result['floats']:.1%}).", "",
+             f"Checkpoint `{result['checkpoint']}` (after epoch {result['epoch']}): {total:,} of its "
+             f"{result['floats']:,} floats (weights and Adam moments) are subnormal ({total / result['floats']:.1%}).",
+             "",
              *table_head("tensor", "subnormal floats"),
              *(table_row(name, f"{count:,}") for name, count in result["subnormal"].items()), "",
              f"A training step at n = {result['resolution']}, batch {result['batch']}, one thread; the median over "
