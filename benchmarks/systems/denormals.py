@@ -34,10 +34,18 @@ from benchmarks.harness import argument_parser, page, table_head, table_row, wri
 VARIANTS = ("subnormal", "flushed", "initial")
 
 
+#: the integer type of each float's bits, and the masks of its exponent and mantissa (IEEE 754)
+BITS = {torch.float32: (torch.int32, 0x7F800000, 0x007FFFFF),
+        torch.float64: (torch.int64, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF)}
+
+
 def subnormal(tensor: torch.Tensor) -> torch.Tensor:
-    """Where ``tensor`` (real or complex) holds subnormal numbers, as a mask of its real view."""
+    """Where ``tensor`` (float32 or float64, real or complex) holds subnormal numbers, as a mask of its real view:
+    a zero exponent and a nonzero mantissa, read from the bits (a flushing processor reads the numbers as 0)."""
     real = torch.view_as_real(tensor) if tensor.is_complex() else tensor
-    return (real != 0) & (real.abs() < torch.finfo(real.dtype).tiny)
+    integer, exponent, mantissa = BITS[real.dtype]
+    bits = real.view(integer)
+    return ((bits & exponent) == 0) & ((bits & mantissa) != 0)
 
 
 def state_tensors(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
