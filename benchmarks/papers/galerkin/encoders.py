@@ -42,7 +42,7 @@ def measure_cell(attention: str, n: int, repeats: int) -> dict[str, Any]:
     """One cell in this process: the stack's step timed, its FLOPs and this process's peak RSS."""
     import torch
 
-    from opformer.bench.cell import _peak_memory
+    from opformer.bench.cell import peak_memory
     from opformer.bench.flops import count_flops
     from opformer.nn.encoder import SimpleEncoder
 
@@ -60,7 +60,7 @@ def measure_cell(attention: str, n: int, repeats: int) -> dict[str, Any]:
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    peak, _ = _peak_memory(torch.device("cpu"))
+    peak, _ = peak_memory(torch.device("cpu"))
     return {"name": f"{attention}:{n}", "attention": attention, "n": n, "seconds_per_step": statistics.median(times),
             "peak_rss_gib": peak / GIB, "gflop_per_step": count_flops(step) / 1e9,
             "parameters": sum(p.numel() for p in encoder.parameters())}

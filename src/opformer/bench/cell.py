@@ -71,7 +71,7 @@ def _build(spec: dict[str, Any]) -> Peer:
     return build_peer(implementation, attention_type)
 
 
-def _peak_memory(device: torch.device) -> tuple[int, str]:
+def peak_memory(device: torch.device) -> tuple[int, str]:
     """Peak memory of this process: CUDA ``max_memory_allocated`` or the CPU peak resident set."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device)), "cuda max_memory_allocated"
@@ -181,7 +181,7 @@ def run_cell(spec: dict[str, Any]) -> dict[str, Any]:
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu_start)
     flops = count_flops(step)
-    memory, memory_kind = _peak_memory(device)  # before tracking: the profiler grows the resident set
+    memory, memory_kind = peak_memory(device)  # before tracking: the profiler grows the resident set
     if device.type == "cuda":
         tensor_bytes = int(torch.cuda.max_memory_allocated(device))
     else:
