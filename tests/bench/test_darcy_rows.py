@@ -1,5 +1,5 @@
 """The Darcy benchmark's rows: the inverse problem's noise levels (the paper's Table 3 columns eps = 0, 0.01, 0.1)
-are rows of their own, each trained at its grid's peak rate."""
+are rows of their own, each trained at its grid's peak rate or the one ``--lr`` gives, a row of its own too."""
 
 import json
 
@@ -19,6 +19,10 @@ def test_the_noise_level_and_the_grids_peak_rate_are_overrides():
     assert "optim.lr=0.00025" in sets and not any(s.startswith("data.input_noise") for s in sets)
     _, sets = run_overrides("gt", "forward", (85, 29), "d.h5", 100, 1024, noise=0.1)
     assert not any(s.startswith(("data.input_noise", "optim.lr")) for s in sets)
+    _, sets = run_overrides("gt", "inverse", (43, 15), "d.h5", 100, 1024, noise=0.0, lr=2.5e-4)
+    assert "data.input_noise=0.0" in sets and "optim.lr=0.00025" in sets and "optim.lr=0.0005" not in sets
+    _, sets = run_overrides("fno2d", "inverse", (43, 15), "d.h5", 100, 1024, lr=2.5e-4)
+    assert not any(s.startswith("optim.lr") for s in sets)
 
 
 def test_a_row_of_another_eps_is_kept_and_one_of_the_same_eps_replaced(tmp_path):
@@ -28,3 +32,11 @@ def test_a_row_of_another_eps_is_kept_and_one_of_the_same_eps_replaced(tmp_path)
     assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [noisier], 100, 1024)] == [0.044, 0.07]
     again = row(["data.input_noise=0.01"], 0.043)  # the configs' eps, stated
     assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [again], 100, 1024)] == [0.043]
+
+
+def test_a_row_at_another_peak_rate_is_kept_beside_the_grids_rate(tmp_path):
+    path = tmp_path / "darcy.json"
+    path.write_text(json.dumps({"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}))
+    slower = row(["optim.lr=0.00025"], 0.041)  # after the grid's 5e-4: the later override wins
+    merged = merged_rows(path, [slower], 100, 1024)
+    assert [r["test"][0]["relative_l2"] for r in merged] == [0.041, 0.044]  # by peak rate within an eps

@@ -6,8 +6,8 @@ paper's Table 3 also has 0 and 0.1: ``--noise``) at (85, 29) or the grid ``--inv
 says why). ``--models`` also takes ``fno2d_l2`` (forward only): the FNO2d with the plain relative L2 loss, as
 the paper retrained its baseline with the FNO code, beside ``fno2d`` trained exactly like the GT (the H1 loss).
 Each run trains in a fresh process (its peak resident memory is its own); runs resume where they stopped, so a
-budget can be spread over several invocations; a row is replaced only by a run of the same problem, model, grid
-and eps.
+budget can be spread over several invocations; a row is replaced only by a run of the same problem, model, grid,
+eps and peak learning rate (``--lr`` sets the inverse GT's, whose runs are then named for it).
 
 Run from the repository root, after ``opformer generate darcy --samples 1224 --out data/darcy_421.h5``::
 
@@ -41,16 +41,19 @@ PAPER = {"forward": "0.84e-2 (GT, n_f = 141)", "inverse": "2.55e-2 (GT, n_f = 14
 # At 5e-4 (the paper's 2D rate for its other attentions) it diverged the same way at epoch 26 (rate 4.8e-4; training
 # loss 0.076 -> 2.07, validation 0.067 at epoch 24 -> 0.505): attention layers 2-6 went from adding 0.1-0.3x
 # their input to the residual stream to 4-15x, the encoder output grew 1e5-fold, the regressor saturated to a constant.
-# Hence a quarter of the paper's rate at (85, 29) and any other grid; at (43, 15) 5e-4 was stable, and every eps
-# there trains at it, so the rows of Table 3's noise levels share one recipe.
+# Hence a quarter of the paper's rate at (85, 29) and any other grid. At (43, 15) 5e-4 was stable at eps = 0.01, but
+# at eps = 0 it diverged the same way at epoch 30 of 100 (rate 5e-4, the peak: training loss 0.068 -> 1.1e4,
+# validation 0.062 at epoch 29 -> 0.494, one output for every input), so the noise levels' rows there also run at
+# 2.5e-4 (``--lr``).
 INVERSE_GT_LR = {(43, 15): 5e-4}
 INVERSE_GT_LR_DEFAULT = 2.5e-4
 
 
 def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, epochs: int, n_train: int,
-                  noise: float | None = None) -> tuple[Path, list[str]]:
+                  noise: float | None = None, lr: float | None = None) -> tuple[Path, list[str]]:
     """The paper config of a model/problem and the overrides that put it on the grid ``(n_f, n_c)`` and budget,
-    and an inverse problem's inputs on the noise level ``noise`` (None: the config's eps = 0.01)."""
+    an inverse problem's inputs on the noise level ``noise`` (None: the config's eps = 0.01) and the inverse GT
+    on the peak rate ``lr`` (None: its grid's, :data:`INVERSE_GT_LR`)."""
     folder = "darcy" if problem == "forward" else "darcy_inverse"
     config = ROOT / "configs" / folder / f"{model}_141.yaml"
     if not config.exists():
@@ -66,7 +69,7 @@ def run_overrides(model: str, problem: str, grid: tuple[int, int], data: str, ep
         if model.startswith("fno2d"):
             sets.append(f"model.output_size={coarse}")
         else:
-            sets.append(f"optim.lr={INVERSE_GT_LR.get(grid, INVERSE_GT_LR_DEFAULT)}")
+            sets.append(f"optim.lr={lr if lr is not None else INVERSE_GT_LR.get(grid, INVERSE_GT_LR_DEFAULT)}")
     return config, sets
 
 
@@ -81,6 +84,8 @@ def main() -> None:
                         help="(n_f, n_c) of the inverse problem as NF,NC (n_f = 420/s + 1, n_c < n_f)")
     parser.add_argument("--noise", type=float, default=None,
                         help="eps of the inverse problem's input noise (default: the configs' 0.01)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="peak learning rate of the inverse GT (default: its grid's); its run is named -lrLR")
     parser.add_argument("--runs", default="runs/darcy-benchmark", help="folder of the run directories")
     args = parser.parse_args()
 
@@ -94,8 +99,10 @@ def main() -> None:
         fine, coarse = grids[problem]
         for model in args.models.split(","):
             config, sets = run_overrides(model, problem, (fine, coarse), args.data, args.epochs, args.n_train,
-                                         args.noise)
+                                         args.noise, args.lr)
             suffix = f"-eps{args.noise:g}" if problem == "inverse" and args.noise is not None else ""
+            if problem == "inverse" and args.lr is not None and not model.startswith("fno2d"):
+                suffix += f"-lr{args.lr:g}"
             jobs.append((model, problem, (fine, coarse), str(config), sets,
                          str(runs / f"{problem}-{model}-{fine}-{coarse}{suffix}")))
     load_before = os.getloadavg()
@@ -147,12 +154,12 @@ def merged_rows(path: Path, rows: list[dict[str, Any]], epochs: int, n_train: in
     kept = [r for r in previous.get("runs", []) if same_budget and "grid" in r and row_key(r) not in new]
     order = {"forward": 0, "inverse": 1, "gt": 0, "fno2d": 1, "fno2d_l2": 2}
     return sorted(kept + rows, key=lambda r: (order.get(r["problem"], 2), r["grid"], order.get(r["model"], 2),
-                                              r["model"], noise(r)))
+                                              r["model"], noise(r), peak_lr(r)))
 
 
-def row_key(row: dict[str, Any]) -> tuple[str, str, tuple[int, ...], float]:
-    """What a row measures: its problem, model, grid and input noise eps."""
-    return row["problem"], row["model"], tuple(row["grid"]), noise(row)
+def row_key(row: dict[str, Any]) -> tuple[str, str, tuple[int, ...], float, float]:
+    """What a row measures: its problem, model, grid, input noise eps and peak learning rate."""
+    return row["problem"], row["model"], tuple(row["grid"]), noise(row), peak_lr(row)
 
 
 def noise(row: dict[str, Any]) -> float:
