@@ -3,7 +3,9 @@ sample standard deviation of each column (the Burgers table per resolution, Fact
 
 from benchmarks.harness import seed_of, seed_spread
 from benchmarks.papers.factformer import tables
-from benchmarks.papers.galerkin.burgers import RESOLUTIONS, row_seed
+from pathlib import Path
+
+from benchmarks.papers.galerkin.burgers import RESOLUTIONS, row_seed, training_jobs
 
 
 def row(model: str, errors: list[float], seed: int | None = None) -> dict:
@@ -14,6 +16,15 @@ def row(model: str, errors: list[float], seed: int | None = None) -> dict:
 def test_a_burgers_row_without_a_seed_has_its_configs():
     assert row_seed(row("gt", [1e-3] * 3)) == 1127802
     assert row_seed(row("gt", [1e-3] * 3, seed=2)) == 2
+
+
+def test_burgers_seeds_train_beside_the_configs_seed_or_alone():
+    jobs = training_jobs(["gt", "ft"], [1, 2], False, Path("d.h5"), 100, Path("runs"))
+    assert list(jobs) == [("gt", None), ("gt", 1), ("gt", 2), ("ft", None), ("ft", 1), ("ft", 2)]
+    config, sets, run = jobs["gt", 2]
+    assert config.endswith("configs/burgers/gt.yaml") and sets[-1] == "seed=2" and run == str(Path("runs/gt_seed2"))
+    assert not any(s.startswith("seed=") for s in jobs["gt", None][1]) and jobs["gt", None][2] == str(Path("runs/gt"))
+    assert list(training_jobs(["gt"], [1, 2], True, Path("d.h5"), 100, Path("runs"))) == [("gt", 1), ("gt", 2)]
 
 
 def test_the_spread_is_over_the_seeds_of_a_model_and_a_single_seed_gets_none():

@@ -8,7 +8,9 @@ evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT tra
 measured by earlier invocations and not chosen now are kept. A model is a config of configs/burgers/: Table 2a's
 ``gt``, ``ft``, ``st``, ``lt`` and their ``*_regular`` rows, ``fno1d``, and Table 8's ``table8_*`` (with ``gt`` and
 ``gt_regular``, which are two of its rows). ``--seeds`` trains each model again with other seeds (runs
-``NAME_seedS``) and adds their mean and spread, for rows whose differences are within a seed's.
+``NAME_seedS``) and adds their mean and spread, for rows whose differences are within a seed's; with
+``--only-seeds`` it trains and measures only those runs and keeps the configs' own seeds' rows (and the step
+profiles) from the earlier results.
 
     .venv/bin/python -m benchmarks.papers.galerkin.burgers [--models gt,ft,fno1d] [--jobs 2] [--epochs 100] [--seeds 1,2]
 """
@@ -69,10 +71,15 @@ def markdown(report: dict) -> str:
     groups: dict[str, list[tuple[int, list[float]]]] = {}
     for row in report["models"]:
         groups.setdefault(row["model"], []).append((row_seed(row), [r["relative_l2"] for r in row["results"]]))
-    lines += seed_spread(groups, [f"n = {n}" for n in RESOLUTIONS], 3)
+    spread = seed_spread(groups, [f"n = {n}" for n in RESOLUTIONS], 3)
+    if spread:
+        spread += ["", "A seed whose best epoch is far before its last diverged there (as the paper reads the best epochs "
+                   "of its Table 8); it counts with its best checkpoint's error."]
+    lines += spread
     lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
               "reports its wall time and seconds per step at that load):", ""]
-    lines += [f"- {row['model']}: `{row.get('command', report['command'])}`" for row in report["models"]]
+    lines += [f"- {row['model']} (seed {row_seed(row)}): `{row.get('command', report['command'])}`"
+              for row in report["models"]]
     lines += ["", "Training steps measured in fresh processes (median of 3 after a warm-up):", "",
               *table_head("model", "n", "batch", "threads", "s/step", "peak RSS (GiB)")]
     for p in report["step_profiles"]:
@@ -93,6 +100,17 @@ def train_hours(row: dict) -> float:
     return row["train_hours"] if "train_hours" in row else row["train_seconds"] / 3600
 
 
+def training_jobs(names: list[str], seeds: list[int], only_seeds: bool, data: Path, epochs: int, runs: Path
+                  ) -> dict[tuple[str, int | None], tuple[str, list[str], str]]:
+    """The runs to train, ``(model, seed) -> (config, overrides, run directory)``: each model with its config's
+    seed (``None``; not with ``only_seeds``) and with each of ``seeds`` (runs ``NAME_seedS``)."""
+    return {(name, seed): (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
+                           [f"data.path={data}", f"train.epochs={epochs}",  # train_all records the threads
+                            *([f"seed={seed}"] if seed is not None else [])],
+                           str(runs / (name if seed is None else f"{name}_seed{seed}")))
+            for name in names for seed in ([] if only_seeds else [None]) + seeds}
+
+
 def main() -> None:
     parser = argument_parser(__doc__, parallel=True)
     parser.add_argument("--models", default="gt,ft,fno1d")
@@ -101,7 +119,11 @@ def main() -> None:
     parser.add_argument("--runs", default=str(ROOT / "runs" / "bench_burgers"))
     parser.add_argument("--seeds", default="",
                         help="comma-separated seeds to train each model with beside its config's (runs NAME_seedS)")
+    parser.add_argument("--only-seeds", action="store_true",
+                        help="train and measure only the --seeds runs; keep the earlier rows of the configs' seeds")
     args = parser.parse_args()
+    if args.only_seeds and not args.seeds:
+        parser.error("--only-seeds needs --seeds")
 
     from opformer.eval.evaluate import evaluate_run
 
@@ -111,28 +133,24 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "opformer", "generate", "burgers", "--samples", "1224",
                         "--resolution", "8192", "--out", str(data)], check=True)
     names, threads = args.models.split(","), args.threads or 1
-    seeds = [None, *(int(s) for s in args.seeds.split(",") if s)]  # None: the config's own
-    jobs = {(name, seed): (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
-                           [f"data.path={data}", f"train.epochs={args.epochs}",  # train_all records the threads
-                            *([f"seed={seed}"] if seed is not None else [])],
-                           str(runs / (name if seed is None else f"{name}_seed{seed}")))
-            for name in names for seed in seeds}
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    jobs = training_jobs(names, seeds, args.only_seeds, data, args.epochs, runs)
     summaries = train_all(list(jobs.values()), args.jobs, threads)
     rows = [{"model": name, "seed": row_seed({"model": name}) if seed is None else seed,
              **run_record(summaries[run], config, sets), "results": evaluate_run(run, data, RESOLUTIONS),
              "run": run, "command": command()} for (name, seed), (config, sets, run) in jobs.items()]
     from opformer.models.registry import PRESETS
 
-    profiled = [m for m in names if f"{m}_burgers" in PRESETS]  # a variant's step costs its preset's
+    profiled = [] if args.only_seeds else [m for m in names if f"{m}_burgers" in PRESETS]  # a variant's: its preset's
     profiles = [step_profile(f"{m}_burgers", 512, 8, n_threads) for m in profiled for n_threads in (1, 2)]
-    if "gt" in names:
+    if "gt" in profiled:
         profiles.append(step_profile("gt_burgers", 8192, 4, 2))
     kept = earlier(args.results, "burgers")
     measured = {(row["model"], row["seed"]) for row in rows}
     rows = [{"command": kept["command"], **row} for row in kept.get("models", [])
             if (row["model"], row_seed(row)) not in measured] + rows
-    profiles = [p for p in kept.get("step_profiles", []) if p["model"].removesuffix("_burgers") not in names
-                and not (p["n"] == 8192 and "gt" in names)] + profiles
+    profiles = [p for p in kept.get("step_profiles", []) if p["model"].removesuffix("_burgers") not in profiled
+                and not (p["n"] == 8192 and "gt" in profiled)] + profiles
     report = {
         "epochs": args.epochs,
         "models": rows,
