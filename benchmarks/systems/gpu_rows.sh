@@ -9,6 +9,9 @@
 #   5. dpot_ti            DPOT-Ti pre-trained on a two-member mixture, then fine-tuned against scratch on a held-out
 #                         viscosity (Hao et al. 2024, Table 2's direction)
 #   6. inverse_darcy141   Galerkin Transformer, inverse Darcy at (141, 36), eps = 0.01 (Cao 2021, Table 3)
+#   7. burgers_seeds      Galerkin Transformer on Burgers, the paper's recipe with seeds 1..10, then the same seeds
+#                         with the authors' attention dropout of half of K^T V in training (Cao 2021, Figure 8b: on
+#                         the CPU 1 of 3 seeds diverged, docs/training.md, "A finite loss spike")
 # Rows not yet run come first; then rows cut short by their time limit resume (their run folders come back), then
 # rows that failed are tried again.
 #
@@ -17,7 +20,8 @@
 #   partial" or "ROW failed", the date and the device), and a folder per row: its training logs, metrics.csv of
 #   each run, evaluation JSON, the learning curves (benchmarks.papers.curves: ROW_curves.png/json/md) and
 #   device.txt. Commit that folder after a call so that the next call takes the next rows.
-# Environment: ROWS (rows this call, default 2), TRAIN_S (seconds of training per row, default 300), SMALL=1 (a dry
+# Environment: ROWS (rows this call, default 2), TRAIN_S (seconds of training per run, default 300), SEEDS (of
+#   burgers_seeds, default 10), PARALLEL (its runs at a time on the one device, default 5), SMALL=1 (a dry
 #   run on the CPU: every row on tiny data for 1 epoch, to test the script without a GPU), CARRIED (folder of run
 #   folders given back from an earlier call, default .gpu_rows: ROW.runs.tgz.part-* as this script wrote them).
 # In a `device` call ($OUT set, at most 8 files of 16 MiB come back) the results folder is packed as
@@ -28,8 +32,10 @@ RESULTS=${1:-benchmarks/results/gpu_rows}
 ROWS=${ROWS:-2}
 TRAIN_S=${TRAIN_S:-300}
 SMALL=${SMALL:-0}
+SEEDS=${SEEDS:-10}
+PARALLEL=${PARALLEL:-5}
 CARRIED=${CARRIED:-.gpu_rows}
-ORDER=(kolmogorov64 darcy141 smoke64 turbulence32 dpot_ti inverse_darcy141)
+ORDER=(kolmogorov64 darcy141 smoke64 turbulence32 dpot_ti inverse_darcy141 burgers_seeds)
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 STATE=$RESULTS/state.txt
@@ -159,6 +165,18 @@ both() {  # both ROW RUN_A CONFIG_A RUN_B CONFIG_B [--set ...]: two runs side by
   status $ra $rb
 }
 
+seeds() {  # seeds ROW NAME CONFIG [--set ...]: runs NAME_seedS of the config, S = 1..SEEDS, PARALLEL at a time on
+  # the one device; the status
+  local row=$1 name=$2 config=$3; shift 3
+  local pids=() rcs=() s
+  for s in $(seq 1 "$SEEDS"); do
+    train "$row" "${name}_seed$s" "$config" --set seed="$s" "$@" >&2 & pids+=($!)
+    if [ ${#pids[@]} -ge "$PARALLEL" ]; then wait "${pids[0]}"; rcs+=($?); pids=("${pids[@]:1}"); fi
+  done
+  for s in "${pids[@]}"; do wait "$s"; rcs+=($?); done
+  status "${rcs[@]}"
+}
+
 # The rows. SETS holds the CPU dry run's shrinking (empty on a GPU); each row's data are the papers' where a device
 # call's 8 minutes allow, and the row's folder says what it ran.
 
@@ -258,6 +276,25 @@ row_inverse_darcy141() {
   local rc=$? state; state=$(status $rc)
   evaluate inverse_darcy141 inverse_gt_141
   finish inverse_darcy141 "$state" inverse_gt_141
+}
+
+row_burgers_seeds() {
+  local n=1224 res=8192 split="" file=$DATA/burgers.h5 runs=() s
+  if [ "$SMALL" = 1 ]; then
+    n=8 res=256 split="--set data.n_train=4 --set data.n_val=2 --set data.n_test=2 --set data.resolution=64"
+  fi
+  step burgers_seeds generate 300 $PY "$GENERATE" burgers "$file" $n resolution=$res || return 1
+  local common=(--set data.path="$file" $split); [ "$SMALL" = 1 ] || common+=(--set train.cuda_graphs=true)
+  local plain; plain=$(seeds burgers_seeds gt configs/burgers/gt.yaml "${common[@]}")
+  # their attention: F.dropout(K^T V / n) at p = 0.5 (libs/layers.py, linear_attention); opformer's in training only
+  local dropped; dropped=$(seeds burgers_seeds gt_kv_dropout configs/burgers/gt.yaml "${common[@]}" \
+    --set model.attention_dropout=0.5)
+  for s in $(seq 1 "$SEEDS"); do runs+=("gt_seed$s" "gt_kv_dropout_seed$s"); done
+  local resolutions=512,2048,8192; [ "$SMALL" = 1 ] && resolutions=64,256
+  for s in "${runs[@]}"; do evaluate burgers_seeds "$s" --resolutions $resolutions; done
+  local state=done; [ "$plain" = done ] && [ "$dropped" = done ] || state=partial
+  [ "$plain" = failed ] || [ "$dropped" = failed ] && state=failed
+  finish burgers_seeds "$state" "${runs[@]}"
 }
 
 # The machine.
