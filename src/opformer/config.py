@@ -124,6 +124,9 @@ class TrainConfig:
     cuda_graphs: bool = False  # each training step replayed as a captured CUDA graph (CUDA only; opformer.train.step)
     matmul_precision: Literal["highest", "high"] = "highest"  # high: TF32 products on CUDA
     log_every: PositiveInt = 50  # steps between the loop's reads of the loss from the device (and at epoch end)
+    # stop once the validation error has stayed above this multiple of its best for divergence_epochs epochs
+    stop_when_diverged: Annotated[float, Range(gt=1)] | None = None  # None: train every epoch
+    divergence_epochs: PositiveInt = 3
 
 
 @dataclass

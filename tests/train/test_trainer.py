@@ -16,7 +16,7 @@ from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from opformer.eval.evaluate import evaluate_run
 from opformer.runs import Run, load_checkpoint
-from opformer.train.trainer import Trainer, train
+from opformer.train.trainer import Trainer, divergence, train
 
 
 def metrics(run):
@@ -271,3 +271,42 @@ def test_the_trainer_flushes_subnormal_floats_unless_told_not_to(tmp_path, toy_f
             assert ((tiny * 1.0).item() == 0) is flush  # flushed: a subnormal operand reads as 0
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_divergence_is_the_last_epochs_all_above_a_multiple_of_the_best_before_them():
+    assert divergence([0.5, 0.1, 0.9, 0.95, 0.97], 2.0, 3) == (
+        "the validation error stayed above 2x its best (0.1, epoch 2) for 3 epochs (train.stop_when_diverged)")
+    assert divergence([0.5, 0.1, 0.9, 0.2, 0.97], 2.0, 3) is None  # one of the last at twice the best
+    assert divergence([0.5, 0.1, 0.9, 0.21, 0.97], 2.0, 3) is not None
+    assert divergence([0.9, 0.95, 0.97], 2.0, 3) is None  # no epoch before the last three
+
+
+def test_a_run_that_diverges_stops_and_its_summary_says_why(tmp_path, toy_file, tiny_config, monkeypatch):
+    """Scripted validation errors: above 2x the best (0.1, epoch 2) from epoch 3; with 3 epochs of patience the
+    run stops after epoch 5 of 8, best.pt keeps epoch 2, and resuming trains nothing."""
+    raw = tiny_config(toy_file, epochs=8)
+    raw["train"].update(stop_when_diverged=2.0, divergence_epochs=3)
+    run = tmp_path / "run"
+    trainer = Trainer(config_from_dict(raw), run)
+    errors = iter([0.5, 0.1, 0.9, 0.95, 0.97, 0.99, 0.99, 0.99])
+    monkeypatch.setattr(trainer.task, "validate", lambda *_: next(errors))
+    summary = trainer.fit()
+    assert summary["epochs"] == 5 and summary["best_epoch"] == 2 and "above 2x its best (0.1, epoch 2)" in (
+        summary["diverged"])
+    assert len(metrics(run)) == 5 and load_checkpoint(run / "best.pt")["epoch"] == 1
+    again = Trainer(config_from_dict(raw), run)
+    again.resume()
+    assert again.fit()["epochs"] == 5 and "stopped at epoch 5" in (run / "train.log").read_text()
+    raw["train"]["stop_when_diverged"] = None  # the same errors without the stop: every epoch
+    errors = iter([0.5, 0.1, 0.9, 0.95, 0.97, 0.99, 0.99, 0.99])
+    plain = Trainer(config_from_dict(raw), tmp_path / "plain")
+    monkeypatch.setattr(plain.task, "validate", lambda *_: next(errors))
+    summary = plain.fit()
+    assert summary["epochs"] == 8 and summary["diverged"] is None
+
+
+def test_stop_when_diverged_takes_a_factor_above_1(toy_file, tiny_config):
+    raw = tiny_config(toy_file, epochs=1)
+    raw["train"]["stop_when_diverged"] = 1.0
+    with pytest.raises(ConfigError, match="train.stop_when_diverged"):
+        config_from_dict(raw)

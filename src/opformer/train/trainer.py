@@ -240,6 +240,9 @@ class Trainer:
         if self.start_epoch >= epochs:
             progress.log(f"the run has already trained all {epochs} epochs; nothing to do")
             return self._summary()
+        if self._diverged():
+            progress.log(f"the run stopped at epoch {self.start_epoch}: {self._diverged()}; nothing to do")
+            return self._summary()
         sessions = start_session(self.run_dir, str(self.device), self.start_epoch, world) if main else []
         processes = f" x {world} processes" if world > 1 else ""
         progress.log(f"{'resumed at' if self.start_epoch else 'started'} epoch {self.start_epoch + 1} of {epochs}, "
@@ -277,11 +280,22 @@ class Trainer:
                 for key in (k for k in record if k not in ("epoch", "seconds")):
                     writer.add_scalar(key, record[key], epoch + 1)
             self.context.barrier()
+            if self._diverged():  # every process holds the same validation errors
+                progress.log(f"stopped after epoch {epoch + 1}: {self._diverged()}")
+                break
         if writer is not None:
             writer.close()
         if main:
-            end_session(self.run_dir, sessions, epochs)
+            end_session(self.run_dir, sessions, len(self.history))
         return self._summary()
+
+    def _diverged(self) -> str | None:
+        """Why the run counts as diverged under ``train.stop_when_diverged`` (see :func:`divergence`), or None."""
+        train = self.config.train
+        if train.stop_when_diverged is None:
+            return None
+        return divergence([r["val_relative_l2"] for r in self.history], train.stop_when_diverged,
+                          train.divergence_epochs)
 
     def _summary(self) -> dict[str, Any]:
         best = min(self.history, key=lambda r: r["val_relative_l2"]) if self.history else {}
@@ -293,10 +307,25 @@ class Trainer:
             "parameters": sum(p.numel() for p in self.surrogate.model.parameters()),
             "train_seconds": sum(r["seconds"] for r in self.history),
             "seconds_per_step": sum(r["seconds"] for r in self.history) / steps if steps else None,
+            "diverged": self._diverged(),
         }
         if self.context.is_main:
             write_summary(self.run_dir, summary)
         return summary
+
+
+def divergence(validation: list[float], factor: float, epochs: int) -> str | None:
+    """Why a run whose validation errors per epoch are ``validation`` has diverged: its last ``epochs`` errors
+    all above ``factor`` times the best before them (a loss spike the model does not come back from, which best.pt
+    has kept from); else None."""
+    if len(validation) <= epochs:
+        return None
+    before, last = validation[:-epochs], validation[-epochs:]
+    best = min(before)
+    if min(last) <= factor * best:
+        return None
+    return (f"the validation error stayed above {factor:g}x its best ({best:.4g}, epoch {before.index(best) + 1}) "
+            f"for {epochs} epochs (train.stop_when_diverged)")
 
 
 def _tensorboard(run_dir: Path) -> Any:
