@@ -316,8 +316,8 @@ class Trainer:
 
 def divergence(validation: list[float], factor: float, epochs: int) -> str | None:
     """Why a run whose validation errors per epoch are ``validation`` has diverged: its last ``epochs`` errors
-    all above ``factor`` times the best before them (a loss spike the model does not come back from, which best.pt
-    has kept from); else None."""
+    all above ``factor`` times the best before them (a loss spike the model does not come back from; ``best.pt``
+    holds the best epoch before it); else None."""
     if len(validation) <= epochs:
         return None
     before, last = validation[:-epochs], validation[-epochs:]
