@@ -71,3 +71,28 @@ def test_table_3_reads_d_and_u_per_frame_and_the_slice(tmp_path):
     assert out["slice_d_final_truth"] == [[round(float(v), 4) for v in line] for line in truth[0, -1, :, 2, :, 0]]
     assert "inference_seconds_batch" not in smoke3d.evaluate(run, data, persistence=True)
     assert torch.isfinite(torch.tensor(out["d"]["per_frame"])).all()
+
+
+def test_table_3_over_seeds_labels_each_seed_and_gives_the_spread():
+    """Rows NAME and NAME_seedS (the seed an override) are one model: each labelled with its seed, then the mean and
+    sample standard deviation of d and u (x 1e-3)."""
+    import copy
+    import json
+
+    from benchmarks.harness import ROOT
+
+    result = json.loads((ROOT / "benchmarks/results/papers/factformer/smoke3d_velocity/smoke3d.json").read_text())
+    base = next(row for row in result["runs"] if row["name"] == "smoke3d_factformer_lm")
+    other = copy.deepcopy(base)
+    other.update(name="smoke3d_factformer_lm_seed1", overrides=base["overrides"] + ["seed=1"])
+    for key, shift in (("d", 0.01), ("u", 0.1)):
+        other[key]["mean"] = base[key]["mean"] + shift
+        other[key]["final"] = base[key]["final"] + shift
+    result["runs"].append(other)
+    lines = smoke3d.markdown(result).splitlines()
+    assert any(line.startswith("| FactFormer (seed 1) | LM |") for line in lines)
+    (spread,) = [line for line in lines if line.startswith("| smoke3d_factformer_lm |")]
+    d, u = 1e3 * (base["d"]["mean"] + 0.005), 1e3 * (base["u"]["mean"] + 0.05)
+    assert spread.startswith(f"| smoke3d_factformer_lm | 1127802, 1 | {d:.3f} +- 7.071 |")
+    assert f"| {u:.3f} +- 70.711 |" in spread
+    assert not any(line.startswith("| smoke3d_dil_resnet_lm |") for line in lines)  # one seed: no spread

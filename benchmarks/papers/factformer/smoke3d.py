@@ -7,6 +7,9 @@ frames and at the last one (mean over the test trajectories), the inference seco
 4 sequences, the parameters; the paper's figures beside them and a persistence row. Plots: the per-frame errors
 and a vertical slice of d through the box (``smoke3d_frames.png``, ``smoke3d_slice.png``).
 
+``--seeds 1,2`` trains each chosen config again with those seeds (runs ``NAME_seedS``; with ``--only-seeds``
+only those) and adds each model's mean and spread over its seeds, for models whose difference is within a seed's.
+
 Run from the repository root (training runs resume where they stopped; each invocation replaces only its runs'
 rows of benchmarks/results/papers/factformer/smoke3d.json)::
 
@@ -24,7 +27,8 @@ from typing import Any
 
 from benchmarks.harness import (
     ROOT, argument_parser, command, describe_load, describe_machine, listed, merged_runs, per_model_epochs,
-    run_record, table_head, train_all, write_results)
+    run_record, seed_of, seed_spread, table_head, train_all, write_results)
+from benchmarks.papers.factformer.tables import config_of, with_seeds
 
 CONFIGS = ROOT / "configs" / "factformer"
 MODELS = {"fno3d": "FNO3D", "ffno3d": "F-FNO3D", "dil_resnet": "Dil-ResNet", "factformer": "FactFormer"}
@@ -54,14 +58,22 @@ def main() -> None:
     parser.add_argument("--eval-threads", type=int, default=2, help="threads of the timed rollouts")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override of every run's config, e.g. model.padding=0 (with --results elsewhere)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds to train each config with beside its own")
+    parser.add_argument("--only-seeds", action="store_true", help="train and evaluate only the --seeds runs")
     args = parser.parse_args()
+    if args.only_seeds and not args.seeds:
+        parser.error("--only-seeds needs --seeds")
 
     names = listed(args.configs, list(RUNS), "--configs")
     epochs = per_model_epochs(args.epochs, names) if args.epochs else {}
-    jobs = {name: (str(CONFIGS / f"{name}.yaml"),
-                   [f"data.path={args.data}", *args.set]
-                   + ([f"train.epochs={epochs[name]}"] if name in epochs else []),
-                   str(Path(args.runs) / name)) for name in names}
+    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+    jobs = {}
+    for name in names:
+        sets = [f"data.path={args.data}", *args.set] + ([f"train.epochs={epochs[name]}"] if name in epochs else [])
+        for seed in ([] if args.only_seeds else [None]) + seeds:
+            run = name if seed is None else f"{name}_seed{seed}"
+            jobs[run] = (str(CONFIGS / f"{name}.yaml"), sets + ([f"seed={seed}"] if seed is not None else []),
+                         str(Path(args.runs) / run))
 
     load_before = os.getloadavg()
     start = time.perf_counter()
@@ -80,8 +92,9 @@ def main() -> None:
                       "loadavg_before_after": [list(load_before), list(os.getloadavg())]}
     path = Path(args.results) / "smoke3d.json"
     result = json.loads(path.read_text()) if path.exists() else {}
-    result["runs"] = merged_runs(result.get("runs", []), rows, RUNS)
-    result["persistence"] = evaluate(jobs[names[0]][2], args.data, persistence=True)
+    present = [row["name"] for row in result.get("runs", [])] + list(rows)
+    result["runs"] = merged_runs(result.get("runs", []), rows, with_seeds(RUNS, present))
+    result["persistence"] = evaluate(next(iter(jobs.values()))[2], args.data, persistence=True)
     result["data"] = args.data
     write_results(args.results, "smoke3d", result, markdown, load_before)
     plot(result, Path(args.results))
@@ -139,12 +152,17 @@ def markdown(result: dict[str, Any]) -> str:
                          "1-min load before, after"),
              f"| persistence (last given frame) | | 0 | {base['d']['mean']:.4f} | {base['d']['final']:.4f} | "
              f"{base['u']['mean']:.4f} | {base['u']['final']:.4f} | | | | | | |"]
+    groups: dict[str, list[tuple[int, list[float]]]] = {}
     for row in runs:
-        model, protocol = row["name"].removeprefix("smoke3d_").rsplit("_", 1)
-        paper = PAPER[row["name"]]
-        seconds = PAPER_SECONDS.get(row["name"])
+        name, seed = config_of(row["name"])
+        model, protocol = name.removeprefix("smoke3d_").rsplit("_", 1)
+        paper = PAPER[name]
+        seconds = PAPER_SECONDS.get(name)
+        groups.setdefault(name, []).append((seed_of(row), [row[key][at] for key in ("d", "u")
+                                                           for at in ("mean", "final")]))
         lines.append(
-            f"| {MODELS[model]} | {protocol.upper()} | {row['parameters']:,} | "
+            f"| {MODELS[model]}{'' if seed is None else f' (seed {seed})'} | {protocol.upper()} | "
+            f"{row['parameters']:,} | "
             f"{row['d']['mean']:.4f} ({paper[0]}) | {row['d']['final']:.4f} ({paper[1]}) | "
             f"{row['u']['mean']:.4f} ({paper[2]}) | {row['u']['final']:.4f} ({paper[3]}) | "
             f"{row['inference_seconds_batch']:.2f}" + (f" ({seconds})" if seconds else "") + " | "
@@ -152,6 +170,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{row['best_epoch']}/{row['epochs']} | "
             + (" / ".join(f"{load[0]:.1f}" for load in row["loadavg_before_after"]) if "loadavg_before_after" in row
                else "") + " |")
+    lines += seed_spread(groups, ["d avg.", "d final", "u avg.", "u final"], 3)
     lines += ["", "Plots: `smoke3d_frames.png` (per-frame errors of d and u), `smoke3d_slice.png` (d on the middle "
               "x-z plane at the last frame of the first test trajectory, z up).", ""]
     return "\n".join(lines)
