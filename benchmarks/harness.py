@@ -297,6 +297,27 @@ def table_head(*columns: str) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
 
+def seed_runs(name: str, seeds: Sequence[int], only_seeds: bool = False) -> list[tuple[str, int | None, list[str]]]:
+    """The runs of the config ``name`` over seeds, ``(run, seed, overrides)``: the run ``name`` at its config's seed
+    (seed None; not with ``only_seeds``), then ``NAME_seedS`` with the override ``seed=S`` for each of ``seeds``."""
+    return ([] if only_seeds else [(name, None, [])]) + [(f"{name}_seed{seed}", seed, [f"seed={seed}"])
+                                                         for seed in seeds]
+
+
+def add_only_seeds(parser: argparse.ArgumentParser) -> None:
+    """``--only-seeds``: train and measure only the ``--seeds`` runs, keeping the earlier rows of the configs' own
+    seeds (check it with :func:`chosen_seeds`)."""
+    parser.add_argument("--only-seeds", action="store_true",
+                        help="train and measure only the --seeds runs; keep the earlier rows of the configs' seeds")
+
+
+def chosen_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """The seeds of ``--seeds`` (comma-separated); a usage error for ``--only-seeds`` without them."""
+    if getattr(args, "only_seeds", False) and not args.seeds:
+        parser.error("--only-seeds needs --seeds")
+    return [int(seed) for seed in args.seeds.split(",") if seed]
+
+
 def seed_of(row: dict[str, Any], config: str | Path | None = None) -> int:
     """A row's seed: its own, or (rows from before ``--seeds``) that of its config (``config``, else the row's
     own ``config`` under the repository) with the row's ``overrides``."""

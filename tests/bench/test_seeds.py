@@ -1,10 +1,10 @@
 """Benchmarks over seeds: a row without a seed has its config's; models with two seeds or more get the mean and
 sample standard deviation of each column (the Burgers table per resolution, FactFormer's Table 2 per field)."""
 
-from benchmarks.harness import seed_of, seed_spread
-from benchmarks.papers.factformer import tables
 from pathlib import Path
 
+from benchmarks.harness import seed_of, seed_runs, seed_spread
+from benchmarks.papers.factformer import tables
 from benchmarks.papers.galerkin.burgers import RESOLUTIONS, row_seed, training_jobs
 
 
@@ -25,6 +25,12 @@ def test_burgers_seeds_train_beside_the_configs_seed_or_alone():
     assert config.endswith("configs/burgers/gt.yaml") and sets[-1] == "seed=2" and run == str(Path("runs/gt_seed2"))
     assert not any(s.startswith("seed=") for s in jobs["gt", None][1]) and jobs["gt", None][2] == str(Path("runs/gt"))
     assert list(training_jobs(["gt"], [1, 2], True, Path("d.h5"), 100, Path("runs"))) == [("gt", 1), ("gt", 2)]
+
+
+def test_a_configs_runs_over_seeds_are_itself_then_name_seed_s_with_the_override():
+    assert seed_runs("m", [1, 2]) == [("m", None, []), ("m_seed1", 1, ["seed=1"]), ("m_seed2", 2, ["seed=2"])]
+    assert seed_runs("m", [3], only_seeds=True) == [("m_seed3", 3, ["seed=3"])]
+    assert seed_runs("m", []) == [("m", None, [])]
 
 
 def test_the_spread_is_over_the_seeds_of_a_model_and_a_single_seed_gets_none():

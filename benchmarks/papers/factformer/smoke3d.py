@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.harness import (
     ROOT, argument_parser, command, describe_load, describe_machine, listed, merged_runs, per_model_epochs,
-    run_record, seed_of, seed_spread, table_head, train_all, write_results)
+    add_only_seeds, chosen_seeds, run_record, seed_of, seed_runs, seed_spread, table_head, train_all, write_results)
 from benchmarks.papers.factformer.tables import config_of, with_seeds
 
 CONFIGS = ROOT / "configs" / "factformer"
@@ -59,21 +59,17 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override of every run's config, e.g. model.padding=0 (with --results elsewhere)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds to train each config with beside its own")
-    parser.add_argument("--only-seeds", action="store_true", help="train and evaluate only the --seeds runs")
+    add_only_seeds(parser)
     args = parser.parse_args()
-    if args.only_seeds and not args.seeds:
-        parser.error("--only-seeds needs --seeds")
 
     names = listed(args.configs, list(RUNS), "--configs")
     epochs = per_model_epochs(args.epochs, names) if args.epochs else {}
-    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+    seeds = chosen_seeds(parser, args)
     jobs = {}
     for name in names:
         sets = [f"data.path={args.data}", *args.set] + ([f"train.epochs={epochs[name]}"] if name in epochs else [])
-        for seed in ([] if args.only_seeds else [None]) + seeds:
-            run = name if seed is None else f"{name}_seed{seed}"
-            jobs[run] = (str(CONFIGS / f"{name}.yaml"), sets + ([f"seed={seed}"] if seed is not None else []),
-                         str(Path(args.runs) / run))
+        for run, _, seed in seed_runs(name, seeds, args.only_seeds):
+            jobs[run] = (str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
     load_before = os.getloadavg()
     start = time.perf_counter()

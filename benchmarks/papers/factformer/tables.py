@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, command, gib, listed, merged_runs, per_model_epochs, run_record, seed_of,
-    seed_spread, table_head, table_row, train_all, write_results)
+    GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, gib, listed, merged_runs, per_model_epochs, run_record,
+    seed_of, seed_runs, seed_spread, table_head, table_row, train_all, write_results)
 
 from opformer.data.store import read_info
 
@@ -83,7 +83,7 @@ def main() -> None:
         configs = chosen
     epochs = per_model_epochs(args.epochs, configs) if args.epochs else {}
     data = {"kolmogorov": args.kolmogorov, "turbulence3d": args.turbulence3d, "darcy": args.darcy}
-    seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+    seeds = chosen_seeds(parser, args)
     jobs: dict[str, tuple[str, str, list[str], str]] = {}
     for part in parts:
         kind, names = PARTS[part]
@@ -92,7 +92,7 @@ def main() -> None:
             if kind == "darcy":
                 sets.append(f"data.resolution={DARCY_FINE}")
             sets += args.set
-            for run, seed in [(name, []), *((f"{name}_seed{seed}", [f"seed={seed}"]) for seed in seeds)]:
+            for run, _, seed in seed_runs(name, seeds):
                 jobs[run] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
     load_before = os.getloadavg()

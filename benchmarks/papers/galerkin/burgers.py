@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, ROOT, argument_parser, command, describe_machine, earlier, run_record, seed_of, seed_spread, table_head,
-    time_step, train_all, write_results)
+    GIB, ROOT, add_only_seeds, argument_parser, chosen_seeds, command, describe_machine, earlier, run_record, seed_of,
+    seed_runs, seed_spread, table_head, time_step, train_all, write_results)
 
 PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
     "gt": [1.203, 1.150, 1.025], "ft": [1.135, 1.123, 1.071], "fno1d": [4.373, 4.126, 4.151],
@@ -73,8 +73,8 @@ def markdown(report: dict) -> str:
         groups.setdefault(row["model"], []).append((row_seed(row), [r["relative_l2"] for r in row["results"]]))
     spread = seed_spread(groups, [f"n = {n}" for n in RESOLUTIONS], 3)
     if spread:
-        spread += ["", "A seed whose best epoch is far before its last diverged there (as the paper reads the best epochs "
-                   "of its Table 8); it counts with its best checkpoint's error."]
+        spread += ["", "A seed whose best epoch is far before its last diverged there (as the paper reads the best "
+                   "epochs of its Table 8); it counts with its best checkpoint's error."]
     lines += spread
     lines += ["", "Each row's command (a run trained by the resumable queue across sessions, shared with other jobs, "
               "reports its wall time and seconds per step at that load):", ""]
@@ -105,10 +105,9 @@ def training_jobs(names: list[str], seeds: list[int], only_seeds: bool, data: Pa
     """The runs to train, ``(model, seed) -> (config, overrides, run directory)``: each model with its config's
     seed (``None``; not with ``only_seeds``) and with each of ``seeds`` (runs ``NAME_seedS``)."""
     return {(name, seed): (str(ROOT / "configs" / "burgers" / f"{name}.yaml"),
-                           [f"data.path={data}", f"train.epochs={epochs}",  # train_all records the threads
-                            *([f"seed={seed}"] if seed is not None else [])],
-                           str(runs / (name if seed is None else f"{name}_seed{seed}")))
-            for name in names for seed in ([] if only_seeds else [None]) + seeds}
+                           [f"data.path={data}", f"train.epochs={epochs}", *sets],  # train_all records the threads
+                           str(runs / run))
+            for name in names for run, seed, sets in seed_runs(name, seeds, only_seeds)}
 
 
 def main() -> None:
@@ -119,11 +118,9 @@ def main() -> None:
     parser.add_argument("--runs", default=str(ROOT / "runs" / "bench_burgers"))
     parser.add_argument("--seeds", default="",
                         help="comma-separated seeds to train each model with beside its config's (runs NAME_seedS)")
-    parser.add_argument("--only-seeds", action="store_true",
-                        help="train and measure only the --seeds runs; keep the earlier rows of the configs' seeds")
+    add_only_seeds(parser)
     args = parser.parse_args()
-    if args.only_seeds and not args.seeds:
-        parser.error("--only-seeds needs --seeds")
+    seeds = chosen_seeds(parser, args)
 
     from opformer.eval.evaluate import evaluate_run
 
@@ -133,7 +130,6 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "opformer", "generate", "burgers", "--samples", "1224",
                         "--resolution", "8192", "--out", str(data)], check=True)
     names, threads = args.models.split(","), args.threads or 1
-    seeds = [int(s) for s in args.seeds.split(",") if s]
     jobs = training_jobs(names, seeds, args.only_seeds, data, args.epochs, runs)
     summaries = train_all(list(jobs.values()), args.jobs, threads)
     rows = [{"model": name, "seed": row_seed({"model": name}) if seed is None else seed,

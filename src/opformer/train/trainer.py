@@ -240,8 +240,8 @@ class Trainer:
         if self.start_epoch >= epochs:
             progress.log(f"the run has already trained all {epochs} epochs; nothing to do")
             return self._summary()
-        if self._diverged():
-            progress.log(f"the run stopped at epoch {self.start_epoch}: {self._diverged()}; nothing to do")
+        if stopped := self._diverged():
+            progress.log(f"the run stopped at epoch {self.start_epoch}: {stopped}; nothing to do")
             return self._summary()
         sessions = start_session(self.run_dir, str(self.device), self.start_epoch, world) if main else []
         processes = f" x {world} processes" if world > 1 else ""
@@ -280,8 +280,8 @@ class Trainer:
                 for key in (k for k in record if k not in ("epoch", "seconds")):
                     writer.add_scalar(key, record[key], epoch + 1)
             self.context.barrier()
-            if self._diverged():  # every process holds the same validation errors
-                progress.log(f"stopped after epoch {epoch + 1}: {self._diverged()}")
+            if stopped := self._diverged():  # every process holds the same validation errors
+                progress.log(f"stopped after epoch {epoch + 1}: {stopped}")
                 break
         if writer is not None:
             writer.close()
