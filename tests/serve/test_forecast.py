@@ -359,14 +359,16 @@ def test_each_import_format_forecasts_on_the_input_grid_unless_its_weights_fix_i
 
 def test_a_calibrated_run_the_previous_version_wrote_loads_and_answers_as_it_did():
     """A run directory and calibration.pt written before the serving room (tests/fixtures/runs/calibrated_v1):
-    loaded through ``opformer.load_surrogate``, the same predictions and bounds, bit for bit."""
+    loaded through ``opformer.load_surrogate``, the same predictions to float32 round-off (the CPU's kernels set
+    the last bits: on an AMD EPYC they differ from the fixture's by 6e-8 of 0.2), and on the fixture's predictions
+    the same bounds, bit for bit."""
     run = FIXTURES.parent / "runs" / "calibrated_v1"
     forecaster = opformer.load_surrogate(run, device="cpu")
     assert forecaster.calibration is not None and forecaster.run.kind == "operator"
     with np.load(run / "expected.npz") as expected:
         x = torch.from_numpy(expected["x"])
-        predictions = forecaster.predict(x)
-        np.testing.assert_array_equal(predictions.numpy(), expected["predictions"])
+        np.testing.assert_allclose(forecaster.predict(x).numpy(), expected["predictions"], rtol=0, atol=1e-6)
+        predictions = torch.from_numpy(expected["predictions"])
         bounds = forecaster.bounds(x, predictions, 0.9)
         np.testing.assert_array_equal(bounds.relative_l2.numpy(), expected["bound"])
         np.testing.assert_array_equal(bounds.upper.numpy(), expected["upper"])
