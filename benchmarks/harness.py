@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +119,20 @@ def train_one(config: str, sets: list[str], run_dir: str, threads: int, parent: 
 def finished(run: str | Path) -> dict[str, Any] | None:
     """The summary of a run trained to its end (its ``summary.json``; by an earlier invocation or a resumable queue
     across sessions), with what such a run does not record (peak RSS: None; threads: its config's, None where it
-    has none); None for a run not finished."""
+    has none) and ``read``: True; None for a run not finished."""
     run = Path(run)
     if not (run / "summary.json").is_file():
         return None
     threads = (yaml.safe_load((run / "config.yaml").read_text()).get("train") or {}).get("num_threads")
-    return {**json.loads((run / "summary.json").read_text()), "peak_rss_gib": None, "threads": threads}
+    return {**json.loads((run / "summary.json").read_text()), "peak_rss_gib": None, "threads": threads, "read": True}
+
+
+def to_measure(jobs: dict[str, str], summaries: dict[str, dict[str, Any]], tabulated: Iterable[str]) -> list[str]:
+    """The names of ``jobs`` (name: run folder) whose rows an invocation measures: each run it trained, and each run
+    it read (:func:`finished`) that the results have no row of. A read run's row in the results stands, so that its
+    load, wall time and timings stay those measured beside its training."""
+    tabulated = set(tabulated)
+    return [name for name, run in jobs.items() if not (summaries[run].get("read") and name in tabulated)]
 
 
 def gib(value: float | None) -> str:

@@ -27,7 +27,8 @@ from typing import Any
 
 from benchmarks.harness import (
     ROOT, argument_parser, command, describe_load, describe_machine, listed, merged_runs, per_model_epochs,
-    add_only_seeds, chosen_seeds, run_record, seed_of, seed_runs, seed_spread, table_head, train_all, write_results)
+    add_only_seeds, chosen_seeds, run_record, seed_of, seed_runs, seed_spread, table_head, to_measure, train_all,
+    write_results)
 from benchmarks.papers.factformer.tables import config_of, with_seeds
 
 CONFIGS = ROOT / "configs" / "factformer"
@@ -71,6 +72,8 @@ def main() -> None:
         for run, _, seed in seed_runs(name, seeds, args.only_seeds):
             jobs[run] = (str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
+    path = Path(args.results) / "smoke3d.json"
+    result = json.loads(path.read_text()) if path.exists() else {}
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all(list(jobs.values()), args.jobs, args.threads)
@@ -81,13 +84,14 @@ def main() -> None:
     torch.set_num_threads(args.eval_threads)
     invocation = command()
     rows = {}
-    for name, (config, sets, run) in jobs.items():
+    measured = to_measure({name: job[2] for name, job in jobs.items()}, summaries,
+                          [row["name"] for row in result.get("runs", [])])
+    for name in measured:
+        config, sets, run = jobs[name]
         row = evaluate(run, args.data)
         rows[name] = {"name": name, **run_record(summaries[run], config, sets), **row, "command": invocation,
                       "wall_seconds": wall, "eval_threads": args.eval_threads,
                       "loadavg_before_after": [list(load_before), list(os.getloadavg())]}
-    path = Path(args.results) / "smoke3d.json"
-    result = json.loads(path.read_text()) if path.exists() else {}
     present = [row["name"] for row in result.get("runs", [])] + list(rows)
     result["runs"] = merged_runs(result.get("runs", []), rows, with_seeds(RUNS, present))
     result["persistence"] = evaluate(next(iter(jobs.values()))[2], args.data, persistence=True)

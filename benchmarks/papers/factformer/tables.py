@@ -40,7 +40,7 @@ from typing import Any
 
 from benchmarks.harness import (
     GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, gib, listed, merged_runs, per_model_epochs, run_record,
-    seed_of, seed_runs, seed_spread, table_head, table_row, train_all, write_results)
+    seed_of, seed_runs, seed_spread, table_head, table_row, to_measure, train_all, write_results)
 
 from opformer.data.store import read_info
 
@@ -95,19 +95,21 @@ def main() -> None:
             for run, _, seed in seed_runs(name, seeds):
                 jobs[run] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
+    results = Path(args.results)
+    path = results / "tables.json"
+    result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs, args.threads)
     wall = time.perf_counter() - start
     invocation = command()
-    rows = {name: {**evaluate(name, *job, summaries[job[3]]), "command": invocation, "wall_seconds": wall}
-            for name, job in jobs.items()}
+    tabulated = [row["name"] for entry in result["parts"].values() for row in entry.get("runs", [])]
+    rows = {name: {**evaluate(name, *jobs[name], summaries[jobs[name][3]]), "command": invocation,
+                   "wall_seconds": wall}
+            for name in to_measure({name: job[3] for name, job in jobs.items()}, summaries, tabulated)}
 
     from opformer.eval.evaluate import persistence_row
 
-    results = Path(args.results)
-    path = results / "tables.json"
-    result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     for part in parts:
         entry = result["parts"].setdefault(part, {})
         if PARTS[part][1]:
