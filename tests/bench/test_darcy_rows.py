@@ -1,7 +1,6 @@
 """The Darcy benchmark's rows: the inverse problem's noise levels (the paper's Table 3 columns eps = 0, 0.01, 0.1)
 are rows of their own, each trained at its grid's peak rate or the one ``--lr`` gives, a row of its own too."""
 
-import json
 
 from benchmarks.papers.galerkin.darcy import merged_rows, run_overrides
 
@@ -25,18 +24,16 @@ def test_the_noise_level_and_the_grids_peak_rate_are_overrides():
     assert not any(s.startswith("optim.lr") for s in sets)
 
 
-def test_a_row_of_another_eps_is_kept_and_one_of_the_same_eps_replaced(tmp_path):
-    path = tmp_path / "darcy.json"
-    path.write_text(json.dumps({"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}))
+def test_a_row_of_another_eps_is_kept_and_one_of_the_same_eps_replaced():
+    earlier_result = {"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}
     noisier = row(["data.input_noise=0.1"], 0.07)
-    assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [noisier], 100, 1024)] == [0.044, 0.07]
+    assert [r["test"][0]["relative_l2"] for r in merged_rows(earlier_result, [noisier], 100, 1024)] == [0.044, 0.07]
     again = row(["data.input_noise=0.01"], 0.043)  # the configs' eps, stated
-    assert [r["test"][0]["relative_l2"] for r in merged_rows(path, [again], 100, 1024)] == [0.043]
+    assert [r["test"][0]["relative_l2"] for r in merged_rows(earlier_result, [again], 100, 1024)] == [0.043]
 
 
-def test_a_row_at_another_peak_rate_is_kept_beside_the_grids_rate(tmp_path):
-    path = tmp_path / "darcy.json"
-    path.write_text(json.dumps({"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}))
+def test_a_row_at_another_peak_rate_is_kept_beside_the_grids_rate():
+    earlier_result = {"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}
     slower = row(["optim.lr=0.00025"], 0.041)  # after the grid's 5e-4: the later override wins
-    merged = merged_rows(path, [slower], 100, 1024)
+    merged = merged_rows(earlier_result, [slower], 100, 1024)
     assert [r["test"][0]["relative_l2"] for r in merged] == [0.041, 0.044]  # by peak rate within an eps

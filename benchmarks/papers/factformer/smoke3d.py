@@ -19,14 +19,13 @@ rows of benchmarks/results/papers/factformer/smoke3d.json)::
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    ROOT, argument_parser, command, describe_load, describe_machine, listed, merged_runs, per_model_epochs,
+    ROOT, argument_parser, command, describe_load, earlier, describe_machine, listed, merged_runs, per_model_epochs,
     add_only_seeds, chosen_seeds, run_record, seed_of, seed_runs, seed_spread, table_head, to_measure, train_all,
     write_results)
 from benchmarks.papers.factformer.tables import config_of, with_seeds
@@ -72,8 +71,7 @@ def main() -> None:
         for run, _, seed in seed_runs(name, seeds, args.only_seeds):
             jobs[run] = (str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
-    path = Path(args.results) / "smoke3d.json"
-    result = json.loads(path.read_text()) if path.exists() else {}
+    result = earlier(args.results, "smoke3d")
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all(list(jobs.values()), args.jobs, args.threads)

@@ -32,14 +32,13 @@ has the check); trajectories of 4 time units (65 frames every 1/16) after a 30-u
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, gib, listed, merged_runs, per_model_epochs, run_record,
+    GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, earlier, gib, listed, merged_runs, per_model_epochs, run_record,
     seed_of, seed_runs, seed_spread, table_head, table_row, to_measure, train_all, write_results)
 
 from opformer.data.store import read_info
@@ -96,8 +95,7 @@ def main() -> None:
                 jobs[run] = (data[kind], str(CONFIGS / f"{name}.yaml"), sets + seed, str(Path(args.runs) / run))
 
     results = Path(args.results)
-    path = results / "tables.json"
-    result = json.loads(path.read_text()) if path.exists() else {"parts": {}}
+    result = earlier(results, "tables") or {"parts": {}}
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for _, config, sets, run in jobs.values()], args.jobs, args.threads)
@@ -128,7 +126,7 @@ def main() -> None:
             threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
             entry.update(bench=attention_costs(threads), command=invocation)
         if part == "darcy":
-            entry["galerkin_transformer"] = darcy_gt_row(RESULTS / "papers" / "galerkin" / "darcy.json")
+            entry["galerkin_transformer"] = darcy_gt_row(RESULTS / "papers" / "galerkin")
     write_results(results, "tables", result, markdown, load_before)
     if "turbulence3d" in parts:
         plot_frames(result["parts"]["turbulence3d"], results / "turbulence_frames.png")
@@ -213,12 +211,10 @@ def attention_costs(threads: int) -> list[dict[str, Any]]:
     return cells
 
 
-def darcy_gt_row(path: Path) -> dict[str, Any] | None:
-    """The forward GT run of benchmarks/papers/galerkin/darcy.py's results ``path`` (None if that benchmark has not
-    run)."""
-    if not path.exists():
-        return None
-    runs = json.loads(path.read_text())["runs"]
+def darcy_gt_row(results: Path) -> dict[str, Any] | None:
+    """The forward GT run of benchmarks/papers/galerkin/darcy.py's results in the folder ``results`` (None if that
+    benchmark has not run)."""
+    runs = earlier(results, "darcy").get("runs", [])
     return next((r for r in runs if r["model"] == "gt" and r["problem"] == "forward"), None)
 
 

@@ -18,7 +18,6 @@ Writes benchmarks/results/papers/galerkin/darcy.json and benchmarks/results/pape
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from opformer.config import load_config
 from benchmarks.harness import (
-    ROOT, argument_parser, command, gib, listed, page, run_record, table_head, train_all, write_results)
+    ROOT, argument_parser, command, earlier, gib, listed, page, run_record, table_head, train_all, write_results)
 
 # (n_f, n_c) per problem (issue 3's grids). At (85, 29) the inverse GT (d = 192, batch 4, 256 steps an epoch) takes
 # 0.7 s a step on both cores, 5 h for the 100 epochs: more than one 3 h working session, so it resumes over several
@@ -120,7 +119,7 @@ def main() -> None:
     result = {
         "full_recipe": args.epochs == 100 and args.n_train == 1024, "epochs": args.epochs, "n_train": args.n_train,
         "batch_size": 4, "zero_shot": list(ZERO_SHOT),
-        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(Path(args.results) / "darcy.json", rows, args.epochs,
+        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(earlier(args.results, "darcy"), rows, args.epochs,
                                                                          args.n_train),
     }
     write_results(args.results, "darcy", result, markdown, load_before)
@@ -144,11 +143,11 @@ def parse_grid(text: str) -> tuple[int, int]:
     return fine, coarse
 
 
-def merged_rows(path: Path, rows: list[dict[str, Any]], epochs: int, n_train: int) -> list[dict[str, Any]]:
+def merged_rows(previous: dict[str, Any], rows: list[dict[str, Any]], epochs: int, n_train: int
+                ) -> list[dict[str, Any]]:
     """``rows`` plus the runs of an earlier result with the same budget that these do not replace (same problem,
     model and grid), so the table can be filled by several invocations (one per session); forward before
     inverse, then by grid, GT before FNO2d, then by eps."""
-    previous = json.loads(path.read_text()) if path.exists() else {}
     same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
     new = {row_key(r) for r in rows}
     kept = [r for r in previous.get("runs", []) if same_budget and "grid" in r and row_key(r) not in new]
