@@ -31,9 +31,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -44,6 +44,7 @@ from opformer.processes import exit_with_parent
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 GIB = 2.0**30
+Key = TypeVar("Key", bound=Hashable)
 
 
 # The command line.
@@ -127,8 +128,8 @@ def finished(run: str | Path) -> dict[str, Any] | None:
     return {**json.loads((run / "summary.json").read_text()), "peak_rss_gib": None, "threads": threads, "read": True}
 
 
-def to_measure(jobs: dict[str, str], summaries: dict[str, dict[str, Any]], tabulated: Iterable[str]) -> list[str]:
-    """The names of ``jobs`` (name: run folder) whose rows an invocation measures: each run it trained, and each run
+def to_measure(jobs: dict[Key, str], summaries: dict[str, dict[str, Any]], tabulated: Iterable[Key]) -> list[Key]:
+    """The keys of ``jobs`` (a row's name or key: its run folder) whose rows an invocation measures: each run it trained, and each run
     it read (:func:`finished`) that the results have no row of. A read run's row in the results stands, so that its
     load, wall time and timings stay those measured beside its training."""
     tabulated = set(tabulated)

@@ -1,8 +1,9 @@
 """The Darcy benchmark's rows: the inverse problem's noise levels (the paper's Table 3 columns eps = 0, 0.01, 0.1)
-are rows of their own, each trained at its grid's peak rate or the one ``--lr`` gives, a row of its own too."""
+are rows of their own, each trained at its grid's peak rate or the one ``--lr`` gives, a row of its own too; a
+finished run that an invocation only reads keeps the row measured beside its training."""
 
-
-from benchmarks.papers.galerkin.darcy import merged_rows, run_overrides
+from benchmarks.harness import to_measure
+from benchmarks.papers.galerkin.darcy import merged_rows, row_key, run_overrides, same_budget_rows
 
 
 def row(eps_sets: list[str], error: float) -> dict:
@@ -37,3 +38,14 @@ def test_a_row_at_another_peak_rate_is_kept_beside_the_grids_rate():
     slower = row(["optim.lr=0.00025"], 0.041)  # after the grid's 5e-4: the later override wins
     merged = merged_rows(earlier_result, [slower], 100, 1024)
     assert [r["test"][0]["relative_l2"] for r in merged] == [0.041, 0.044]  # by peak rate within an eps
+
+
+def test_a_read_run_with_a_row_of_the_same_budget_is_not_measured_again():
+    earlier_result = {"epochs": 100, "n_train": 1024, "runs": [row([], 0.044)]}
+    tabulated = [row_key(r) for r in same_budget_rows(earlier_result, 100, 1024)]
+    keyed = {row_key(row([], 0.0)): "runs/eps0.01", row_key(row(["data.input_noise=0.1"], 0.0)): "runs/eps0.1"}
+    read = {"runs/eps0.01": {"read": True}, "runs/eps0.1": {"read": True}}
+    assert [keyed[k] for k in to_measure(keyed, read, tabulated)] == ["runs/eps0.1"]
+    trained = {"runs/eps0.01": {}, "runs/eps0.1": {"read": True}}  # trained by this invocation: measured
+    assert len(to_measure(keyed, trained, tabulated)) == 2
+    assert same_budget_rows(earlier_result, 20, 1024) == []  # another budget's rows are not this one's

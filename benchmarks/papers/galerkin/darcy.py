@@ -25,7 +25,8 @@ from typing import Any
 
 from opformer.config import load_config
 from benchmarks.harness import (
-    ROOT, argument_parser, command, earlier, gib, listed, page, run_record, table_head, train_all, write_results)
+    ROOT, argument_parser, command, earlier, gib, listed, page, run_record, table_head, to_measure, train_all,
+    write_results)
 
 # (n_f, n_c) per problem (issue 3's grids). At (85, 29) the inverse GT (d = 192, batch 4, 256 steps an epoch) takes
 # 0.7 s a step on both cores, 5 h for the 100 epochs: more than one 3 h working session, so it resumes over several
@@ -104,23 +105,27 @@ def main() -> None:
                 suffix += f"-lr{args.lr:g}"
             jobs.append((model, problem, (fine, coarse), str(config), sets,
                          str(runs / f"{problem}-{model}-{fine}-{coarse}{suffix}")))
+    previous = earlier(args.results, "darcy")
     load_before = os.getloadavg()
     start = time.perf_counter()
     summaries = train_all([(config, sets, run) for *_, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
     invocation = command()
+    heads = {run: {"model": model, "problem": problem, "grid": [fine, coarse],
+                   **run_record(summaries[run], config, sets)} for model, problem, (fine, coarse), config, sets, run
+             in jobs}
+    keyed = {row_key(head): run for run, head in heads.items()}
+    tabulated = [row_key(r) for r in same_budget_rows(previous, args.epochs, args.n_train)]
     rows = []
-    for model, problem, (fine, coarse), config, sets, run in jobs:
-        resolutions = [fine, *ZERO_SHOT] if problem == "forward" else [fine]
-        evaluation = evaluate_run(run, args.data, resolutions)
-        rows.append({"model": model, "problem": problem, "grid": [fine, coarse],
-                     **run_record(summaries[run], config, sets),
-                     "test": evaluation, "command": invocation, "wall_seconds": wall})
+    for key in to_measure(keyed, summaries, tabulated):
+        head = heads[keyed[key]]
+        resolutions = [head["grid"][0], *ZERO_SHOT] if head["problem"] == "forward" else [head["grid"][0]]
+        rows.append({**head, "test": evaluate_run(keyed[key], args.data, resolutions), "command": invocation,
+                     "wall_seconds": wall})
     result = {
         "full_recipe": args.epochs == 100 and args.n_train == 1024, "epochs": args.epochs, "n_train": args.n_train,
         "batch_size": 4, "zero_shot": list(ZERO_SHOT),
-        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(earlier(args.results, "darcy"), rows, args.epochs,
-                                                                         args.n_train),
+        "targets": TARGETS, "paper": PAPER, "runs": merged_rows(previous, rows, args.epochs, args.n_train),
     }
     write_results(args.results, "darcy", result, markdown, load_before)
 
@@ -148,12 +153,17 @@ def merged_rows(previous: dict[str, Any], rows: list[dict[str, Any]], epochs: in
     """``rows`` plus the runs of an earlier result with the same budget that these do not replace (same problem,
     model and grid), so the table can be filled by several invocations (one per session); forward before
     inverse, then by grid, GT before FNO2d, then by eps."""
-    same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
     new = {row_key(r) for r in rows}
-    kept = [r for r in previous.get("runs", []) if same_budget and "grid" in r and row_key(r) not in new]
+    kept = [r for r in same_budget_rows(previous, epochs, n_train) if row_key(r) not in new]
     order = {"forward": 0, "inverse": 1, "gt": 0, "fno2d": 1, "fno2d_l2": 2}
     return sorted(kept + rows, key=lambda r: (order.get(r["problem"], 2), r["grid"], order.get(r["model"], 2),
                                               r["model"], noise(r), peak_lr(r)))
+
+
+def same_budget_rows(previous: dict[str, Any], epochs: int, n_train: int) -> list[dict[str, Any]]:
+    """The runs of an earlier result (of this layout, with a grid) trained with the budget ``epochs``, ``n_train``."""
+    same_budget = previous.get("epochs") == epochs and previous.get("n_train") == n_train
+    return [r for r in previous.get("runs", []) if same_budget and "grid" in r]
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, str, tuple[int, ...], float, float]:
