@@ -11,7 +11,7 @@
 #   6. inverse_darcy141   Galerkin Transformer, inverse Darcy at (141, 36), eps = 0.01 (Cao 2021, Table 3)
 #   7. burgers_seeds      Galerkin Transformer on Burgers, the paper's recipe with seeds 1..10, then the same seeds
 #                         with the authors' attention dropout of half of K^T V in training (Cao 2021, Figure 8b: on
-#                         the CPU 1 of 3 seeds diverged, docs/training.md, "A finite loss spike")
+#                         the CPU 2 of 5 seeds diverged, docs/training.md, "A finite loss spike")
 # Rows not yet run come first; then rows cut short by their time limit resume (their run folders come back), then
 # rows that failed are tried again.
 #
