@@ -287,8 +287,7 @@ row_burgers_seeds() {
   local common=(--set data.path="$file" $split); [ "$SMALL" = 1 ] || common+=(--set train.cuda_graphs=true)
   local plain; plain=$(seeds burgers_seeds gt configs/burgers/gt.yaml "${common[@]}")
   # their attention: F.dropout(K^T V / n) at p = 0.5 (libs/layers.py, linear_attention); opformer's in training only
-  local dropped; dropped=$(seeds burgers_seeds gt_kv_dropout configs/burgers/gt.yaml "${common[@]}" \
-    --set model.attention_dropout=0.5)
+  local dropped; dropped=$(seeds burgers_seeds gt_kv_dropout configs/burgers/gt_kv_dropout.yaml "${common[@]}")
   for s in $(seq 1 "$SEEDS"); do runs+=("gt_seed$s" "gt_kv_dropout_seed$s"); done
   for s in "${runs[@]}"; do evaluate burgers_seeds "$s"; done  # at the training grid (n = 512)
   local state=done; [ "$plain" = done ] && [ "$dropped" = done ] || state=partial

@@ -1,15 +1,15 @@
 """The Burgers results of the Galerkin Transformer paper (Table 2a and the appendix's Table 8), on this machine.
 
-Generates the paper-size data set (1024 train + 100 validation + 100 test at n = 8192) if missing, trains
-the chosen configs with the paper's recipe (100 epochs, n = 512) as parallel single-threaded jobs (a run already
-trained to its end in ``--runs``, by an earlier invocation or a resumable queue across sessions, is read),
-evaluates each at n = 512, 2048 and 8192, measures the peak memory of one GT training step at n = 8192
-(batch 4) in a fresh process, and writes benchmarks/results/papers/galerkin/burgers.{json,md}; the rows of models
-measured by earlier invocations and not chosen now are kept. A model is a config of configs/burgers/: Table 2a's
-``gt``, ``ft``, ``st``, ``lt`` and their ``*_regular`` rows, ``fno1d``, and Table 8's ``table8_*`` (with ``gt`` and
-``gt_regular``, which are two of its rows). ``--seeds`` trains each model again with other seeds (runs
-``NAME_seedS``) and adds their mean and spread, for rows whose differences are within a seed's; with
-``--only-seeds`` it trains and measures only those runs and keeps the configs' own seeds' rows (and the step
+Generates the paper-size data set (1024 train + 100 validation + 100 test at n = 8192) if missing, trains the chosen
+configs with the paper's recipe (100 epochs, n = 512) as parallel single-threaded jobs (a run already trained to its
+end in ``--runs``, by an earlier invocation or a resumable queue across sessions, is read), evaluates each at n =
+512, 2048 and 8192, measures the peak memory of one GT training step at n = 8192 (batch 4) in a fresh process, and
+writes benchmarks/results/papers/galerkin/burgers.{json,md}; the rows of models measured by earlier invocations and
+not chosen now are kept. A model is a config of configs/burgers/: Table 2a's ``gt``, ``ft``, ``st``, ``lt`` and
+their ``*_regular`` rows, ``fno1d``, and Table 8's ``table8_*`` (with ``gt`` and ``gt_regular``, which are two of
+its rows); ``gt_kv_dropout`` is the GT with the authors' attention dropout. ``--seeds`` trains each model again with
+other seeds (runs ``NAME_seedS``) and adds their mean and spread, for rows whose differences are within a seed's;
+with ``--only-seeds`` it trains and measures only those runs and keeps the configs' own seeds' rows (and the step
 profiles) from the earlier results.
 
     .venv/bin/python -m benchmarks.papers.galerkin.burgers [--models gt,ft,fno1d] [--jobs 2] [--epochs 100] [--seeds 1,2]
@@ -40,6 +40,7 @@ PAPER = {  # Table 2a (x 1e-3) at n = 512, 2048, 8192
     "table8_regular_eta_delta": [15.14, 1.512, 15.98], "table8_xavier": [10.06, 10.12, 9.129],
     "table8_eta": [1.927, 2.453, 1.689],
 }
+PAPER["gt_kv_dropout"] = PAPER["gt"]  # the GT with the authors' dropout of K^T V, which their code ran
 RESOLUTIONS = [512, 2048, 8192]
 
 
