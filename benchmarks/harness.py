@@ -129,9 +129,9 @@ def finished(run: str | Path) -> dict[str, Any] | None:
 
 
 def to_measure(jobs: dict[Key, str], summaries: dict[str, dict[str, Any]], tabulated: Iterable[Key]) -> list[Key]:
-    """The keys of ``jobs`` (a row's name or key: its run folder) whose rows an invocation measures: each run it trained, and each run
-    it read (:func:`finished`) that the results have no row of. A read run's row in the results stands, so that its
-    load, wall time and timings stay those measured beside its training."""
+    """The keys of ``jobs`` (a row's name or key: its run folder) whose rows an invocation measures: each run it
+    trained, and each run it read (:func:`finished`) that the results have no row of. A read run's row in the results
+    stands, so that its load, wall time and timings stay those measured beside its training."""
     tabulated = set(tabulated)
     return [name for name, run in jobs.items() if not (summaries[run].get("read") and name in tabulated)]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    ROOT, argument_parser, command, describe_load, earlier, describe_machine, listed, merged_runs, per_model_epochs,
+    ROOT, argument_parser, command, describe_load, describe_machine, earlier, listed, merged_runs, per_model_epochs,
     add_only_seeds, chosen_seeds, run_record, seed_of, seed_runs, seed_spread, table_head, to_measure, train_all,
     write_results)
 from benchmarks.papers.factformer.tables import config_of, with_seeds

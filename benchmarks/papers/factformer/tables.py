@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, earlier, gib, listed, merged_runs, per_model_epochs, run_record,
-    seed_of, seed_runs, seed_spread, table_head, table_row, to_measure, train_all, write_results)
+    GIB, RESULTS, ROOT, argument_parser, chosen_seeds, command, earlier, gib, listed, merged_runs, per_model_epochs,
+    run_record, seed_of, seed_runs, seed_spread, table_head, table_row, to_measure, train_all, write_results)
 
 from opformer.data.store import read_info
 

@@ -111,9 +111,10 @@ def main() -> None:
     summaries = train_all([(config, sets, run) for *_, config, sets, run in jobs], args.jobs, args.threads)
     wall = time.perf_counter() - start
     invocation = command()
-    heads = {run: {"model": model, "problem": problem, "grid": [fine, coarse],
-                   **run_record(summaries[run], config, sets)} for model, problem, (fine, coarse), config, sets, run
-             in jobs}
+    heads = {}  # run folder: its row without the evaluation
+    for model, problem, grid, config, sets, run in jobs:
+        heads[run] = {"model": model, "problem": problem, "grid": list(grid),
+                      **run_record(summaries[run], config, sets)}
     keyed = {row_key(head): run for run, head in heads.items()}
     tabulated = [row_key(r) for r in same_budget_rows(previous, args.epochs, args.n_train)]
     rows = []
