@@ -5,7 +5,7 @@ from pathlib import Path
 
 import opformer
 
-LAYERS = [("__init__", "errors", "io", "runtime", "processes", "grids", "kinds", "validate"), ("pde",), ("data",),
+LAYERS = [("__init__", "errors", "io", "runtime", "processes", "grids", "kinds", "meshes", "validate"), ("pde",), ("data",),
           ("nn",), ("models",), ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("serve",), ("train",),
           ("bench",),
           ("quickstart", "cli", "__main__")]
