@@ -5,8 +5,8 @@ from pathlib import Path
 
 import opformer
 
-LAYERS = [("__init__", "errors", "io", "runtime", "processes", "grids", "kinds", "meshes", "validate"), ("pde",), ("data",),
-          ("nn",), ("models",), ("config",), ("runs",), ("imports",), ("eval",), ("trust",), ("serve",), ("train",),
+LAYERS = [("__init__", "errors", "io", "runtime", "processes", "grids", "kinds", "meshes", "extras", "validate"), ("pde",), ("data",),
+          ("nn",), ("models",), ("config", "recipes"), ("runs",), ("imports",), ("eval",), ("trust",), ("serve",), ("train",),
           ("bench",),
           ("quickstart", "cli", "__main__")]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

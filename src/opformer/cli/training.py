@@ -11,14 +11,17 @@ from opformer.errors import ConfigError
 
 EXAMPLES = {
     "train": "opformer train configs/burgers/gt.yaml --out runs/gt --set data.path=data/burgers.h5\n"
+             "  opformer train burgers/gt --out runs/gt --set data.path=data/burgers.h5   # a packaged recipe\n"
              "  opformer train --resume runs/gt\n"
              "  opformer train configs/burgers/gt.yaml --out runs/gt2 --nproc 2",
+    "recipes": "opformer recipes\n  opformer recipes show burgers/gt > my_gt.yaml",
 }
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``opformer train``: train (or resume) a run and print its best validation error."""
     from opformer.config import apply_overrides, config_from_dict, config_to_dict, load_config
+    from opformer.recipes import recipe_path
     from opformer.runs import Run, import_record
     from opformer.runtime import resolve_device
     from opformer.train.trainer import train
@@ -42,7 +45,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if (run_dir / "config.yaml").exists():
             raise ConfigError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
         writable_folder("--out", args.out, run_dir, create=True)
-        config = load_config(args.config, args.set)
+        config = load_config(recipe_path(args.config), args.set)
     if args.device is not None:
         resolve_device(args.device)  # a device this machine lacks is refused before any data is read
         config.train.device = args.device
@@ -88,10 +91,31 @@ def _launch_processes(args: argparse.Namespace, batch_size: int) -> int:
     return 0
 
 
+def cmd_recipes(args: argparse.Namespace) -> int:
+    """``opformer recipes [show NAME]``: the packaged recipes, one a line, or one recipe's YAML to copy and edit."""
+    from opformer.recipes import describe, recipe_names, recipe_path
+
+    if args.action == "show":
+        if not args.name:
+            raise ConfigError("recipes show needs NAME, e.g. opformer recipes show burgers/gt")
+        print(recipe_path(args.name).read_text(), end="")
+        return 0
+    if args.name:
+        raise ConfigError(f"recipes {args.name}: expected `opformer recipes` or `opformer recipes show NAME`")
+    rows = [describe(name) for name in recipe_names()]
+    width = max(len(r.name) for r in rows)
+    model_width = max(len(r.model) for r in rows)
+    for r in rows:
+        print(f"{r.name:<{width}}  {r.model:<{model_width}}  {r.reproduces[:100]}")
+    print(f"{len(rows)} recipes; `opformer recipes show NAME` prints one, `opformer train NAME --out RUN` runs it "
+          "(--set data.path=... where your data lies)")
+    return 0
+
+
 def add_parsers(add: AddCommand) -> None:
-    """The parser of ``train``."""
+    """The parsers of ``train`` and ``recipes``."""
     p = add("train", "Train a model from a YAML config into a run directory (or resume one).")
-    p.add_argument("config", nargs="?", help="YAML run config")
+    p.add_argument("config", nargs="?", help="YAML run config, or a packaged recipe's name (opformer recipes)")
     p.add_argument("--out", help="run directory to create")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. train.epochs=10 (repeatable)")
@@ -101,3 +125,7 @@ def add_parsers(add: AddCommand) -> None:
                    help="data-parallel processes on this machine, started with torchrun (train.batch_size is the "
                         "global batch; see docs/training.md for several machines)")
     p.set_defaults(func=cmd_train)
+    p = add("recipes", "List the packaged recipes (the papers' run configs), or show one to copy and edit.")
+    p.add_argument("action", nargs="?", choices=("list", "show"), default="list", help="list (default) or show")
+    p.add_argument("name", nargs="?", help="the recipe to show, e.g. burgers/gt")
+    p.set_defaults(func=cmd_recipes)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from opformer.errors import CheckpointError, ConfigError
+from opformer.extras import require
 
 PREFIX = "hf://"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -74,11 +75,7 @@ def source_of(source: str | os.PathLike, revision: str | None = None) -> HubSour
 
 
 def _hub() -> ModuleType:
-    try:
-        import huggingface_hub
-    except ImportError:
-        raise ConfigError("hf:// sources need the huggingface_hub package: pip install 'opformer[hub]'") from None
-    return huggingface_hub
+    return require("huggingface_hub", "hub", "hf:// sources")
 
 
 def download(source: HubSource, filename: str | None = None) -> tuple[Path, HubSource]:
