@@ -309,3 +309,19 @@ def test_a_foreign_pickle_in_place_of_the_calibration_is_one_line_and_never_runs
     assert proc.stderr.splitlines() == [f"opformer predict: error: {run / CALIBRATION}: not a readable calibration "
                                         "(UnpicklingError); run `opformer calibrate` again"]
     assert not marker.exists() and not (tmp_path / "out.h5").exists()
+
+
+@pytest.mark.parametrize("sharpness, chosen", [
+    ({"relative_l2": 1.0, "roughness": 0.97, "residual": 1.04}, "residual"),  # 4% wider than the sharpest: robust
+    ({"relative_l2": 2.0, "roughness": 1.95, "residual": 2.1}, "residual"),  # 2.1 <= 1.1 x 1.95
+    ({"relative_l2": 2.0, "roughness": 1.95, "residual": 2.15}, "relative_l2"),  # beyond 10%: the old rule
+    ({"relative_l2": 2.0, "roughness": 1.5, "residual": 1.7}, "roughness"),
+    ({"relative_l2": 2.0, "roughness": 1.5, "residual": 1.6}, "residual"),
+    ({"relative_l2": 2.0, "roughness": 1.85}, "relative_l2"),  # a normalized score must beat the plain by 10%
+    ({"relative_l2": 2.0, "roughness": 1.7}, "roughness"),
+    ({"relative_l2": 1.0, "roughness": 1.0, "backtest": 1.0}, "relative_l2"),  # the backtest is not a physics score
+])
+def test_a_physics_score_within_10_percent_of_the_sharpest_is_chosen(sharpness, chosen):
+    from opformer.trust.calibrating import choose_score
+
+    assert choose_score(sharpness) == chosen
