@@ -189,7 +189,8 @@ def _write_calibration(run_dir: Path, repository: Repository) -> None:
     where = f"{repository.source}/{CONFIG_JSON}: calibration"
     meta, names, values = entry.get("meta"), entry.get("groups"), entry.get("values")
     if (not isinstance(meta, dict) or not isinstance(meta.get("source"), dict) or not isinstance(names, list)
-            or not isinstance(values, list) or len(values) != len(names)):
+            or not isinstance(values, list) or len(values) != len(names)
+            or not all(isinstance(value, dict) for value in values)):
         raise CheckpointError(f"{where}: meta, groups or values missing or malformed")
     if entry.get("format") != CALIBRATION_FORMAT or not isinstance(entry.get("version"), int) \
             or entry["version"] > CALIBRATION_VERSION:
@@ -202,6 +203,7 @@ def _write_calibration(run_dir: Path, repository: Repository) -> None:
             raise CheckpointError(f"{repository.source}/{CALIBRATION_TENSORS}: unexpected tensor {key!r}")
         groups[str(names[int(index)])][field] = tensor
     original = meta.get("checkpoint_checksum")
+    imported = {"repository": repository.source, "checkpoint_checksum": original}
     meta = {**meta, "checkpoint_checksum": load_checkpoint(run_dir / "best.pt")["checksum"],
-            "source": {**meta["source"], "imported": {"repository": repository.source, "checkpoint_checksum": original}}}
+            "source": {**meta["source"], "imported": imported}}
     save_calibration_record(run_dir / CALIBRATION, meta, groups)

@@ -14,4 +14,5 @@ __all__ = ["CALIBRATION", "CALIBRATION_FORMAT", "CALIBRATION_VERSION", "CHECKPOI
            "CONFIG", "IMPORTED", "METRICS", "MIXTURE", "OPERATOR", "Run", "SESSIONS", "SUMMARY", "TRAJECTORY",
            "check_fresh", "checksum", "end_session", "finite_json", "import_record", "load_checkpoint",
            "load_weights", "metrics_csv", "record_import", "recorded_sessions", "run_checkpoint", "run_lock",
-           "save_calibration_record", "save_checkpoint", "start_session", "surrogate_of", "write_metrics", "write_run_config", "write_summary"]
+           "save_calibration_record", "save_checkpoint", "start_session", "surrogate_of", "write_metrics",
+           "write_run_config", "write_summary"]

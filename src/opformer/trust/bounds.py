@@ -112,8 +112,8 @@ class Calibration:
         if member is None and len(self.groups) == 1:
             return next(iter(self.groups.values()))
         if member not in self.groups:
-            raise ConfigError(f"{given('member=', member)}: {self.run} is calibrated per member of its mixture; expected one "
-                              f"of {', '.join(self.groups)}")
+            raise ConfigError(f"{given('member=', member)}: {self.run} is calibrated per member of its mixture; "
+                              f"expected one of {', '.join(self.groups)}")
         return self.groups[member]
 
     def quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2") -> torch.Tensor:
