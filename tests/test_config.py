@@ -239,3 +239,18 @@ def test_data_section_lists_a_mixture():
 def test_the_data_grid_fills_periodic_and_padding_the_model_section_leaves_out(model, periodic, expected):
     assert grid_defaults(model, periodic) == {**model, **expected}
     assert DEFAULT_PADDING == 0.1
+
+
+def test_load_config_takes_a_mapping_as_it_takes_the_file(tmp_path):
+    mapping = {"model": {"name": "fno1d", "modes": 4, "width": 8}, "data": {"path": "d.h5", "n_train": 8},
+               "train": {"epochs": 3}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(mapping))
+    from_dict = load_config(mapping, ["train.epochs=5"])
+    assert config_to_dict(from_dict) == config_to_dict(load_config(tmp_path / "run.yaml", ["train.epochs=5"]))
+    assert from_dict.train.epochs == 5 and from_dict.data.n_train == 8 and from_dict.model["modes"] == 4
+    assert mapping["train"] == {"epochs": 3}  # the caller's mapping is not modified by the overrides
+    with pytest.raises(ConfigError, match=r"^config: train.epochz: unknown key"):
+        load_config({"train": {"epochz": 3}})
+    with pytest.raises(ConfigError, match=r"^load_config: expected a YAML file's path or a mapping of sections, "
+                                          r"got list"):
+        load_config([("train", {})])

@@ -65,3 +65,20 @@ def test_the_sources_carry_no_issue_numbers_or_dates():
     found = [f"{path.relative_to(ROOT)}:{i}: {m[0]}" for path in (ROOT / "src").rglob("*.py")
              for i, line in enumerate(path.read_text().splitlines(), 1) for m in HISTORY.finditer(line)]
     assert found == []
+
+
+@pytest.mark.slow
+def test_the_api_pages_example_trains_from_a_mapping_and_predicts(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    for page, heading in (("data-format.md", "## Writing data from Python"),
+                          ("api.md", "## From your arrays to predictions")):
+        text = (DOCS / page).read_text()
+        code = re.search(r"```python\n(.*?)```", text[text.index(heading):], re.DOTALL).group(1)
+        namespace: dict = {}
+        exec(compile(code, page, "exec"), namespace)
+    assert namespace["config"].data.n_train == 24 and namespace["config"].train.device == "cpu"
+    assert namespace["summary"]["epochs"] == 2 and (tmp_path / "runs" / "heat" / "best.pt").is_file()
+    prediction = namespace["prediction"]
+    assert prediction.shape == (8, 64, 1) and torch.isfinite(prediction).all()

@@ -7,10 +7,12 @@ and is resolved and validated by :func:`resolve_model_section`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -421,13 +423,15 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML run config (:func:`read_config_file`), apply overrides and validate it.
+def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: list[str] | None = None) -> RunConfig:
+    """Read a run config from a YAML file (:func:`read_config_file`) or take it as a mapping, apply overrides and
+    validate it.
 
     Parameters
     ----------
-    path
-        The YAML file: a mapping of sections (``model``, ``data``, ``train``, ...).
+    source
+        The YAML file, or the same mapping of sections in Python (``{"model": {...}, "data": {...}, ...}``: what
+        the file would hold; not modified). A section left out takes its defaults.
     overrides
         ``key.sub=value`` items applied in order, as ``opformer train --set`` gives them (values parsed as YAML,
         e.g. ``train.epochs=10``).
@@ -442,11 +446,30 @@ def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> 
     ------
     ConfigError
         The file is missing, unreadable or not a mapping, an override is malformed, or a key or value is invalid;
-        the message names the file and the key.
+        the message names the file (a mapping: ``config``) and the key.
+
+    Examples
+    --------
+    Training from Python without a file (:func:`opformer.train.trainer.train`)::
+
+        from opformer.config import load_config
+        from opformer.train.trainer import train
+
+        config = load_config({"model": {"name": "fno1d", "modes": 8, "width": 16},
+                              "data": {"path": "data/burgers.h5", "n_train": 800, "n_val": 100, "n_test": 100},
+                              "train": {"epochs": 20}})
+        train(config, "runs/burgers_fno")
     """
-    path = Path(path)
-    data = apply_overrides(read_config_file(path), overrides or [])
+    if isinstance(source, Mapping):
+        where = "config"
+        data = apply_overrides(copy.deepcopy(dict(source)), overrides or [])
+    elif isinstance(source, (str, os.PathLike)):
+        where = str(source)
+        data = apply_overrides(read_config_file(Path(source)), overrides or [])
+    else:
+        raise ConfigError(f"load_config: expected a YAML file's path or a mapping of sections, got "
+                          f"{type(source).__name__}")
     try:
         return config_from_dict(data)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None

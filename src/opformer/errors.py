@@ -23,3 +23,12 @@ class StorageError(OpformerError):
 
 class TrainingDiverged(OpformerError):
     """The loss became NaN or Inf."""
+
+
+def given(option: str, value: object) -> str:
+    """How the call that was made names a value, for the start of an error message: a command-line flag
+    (``"--coverage"`` -> ``--coverage 90``) or a Python keyword (``"coverage="`` -> ``coverage=90``, strings
+    quoted: ``score='sharpest'``)."""
+    if option.endswith("="):
+        return f"{option}{value!r}"
+    return f"{option} {value}"

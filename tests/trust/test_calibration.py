@@ -309,3 +309,50 @@ def test_a_foreign_pickle_in_place_of_the_calibration_is_one_line_and_never_runs
     assert proc.stderr.splitlines() == [f"opformer predict: error: {run / CALIBRATION}: not a readable calibration "
                                         "(UnpicklingError); run `opformer calibrate` again"]
     assert not marker.exists() and not (tmp_path / "out.h5").exists()
+
+
+@pytest.mark.parametrize("sharpness, chosen", [
+    ({"relative_l2": 1.0, "roughness": 0.97, "residual": 1.04}, "residual"),  # 4% wider than the sharpest: robust
+    ({"relative_l2": 2.0, "roughness": 1.95, "residual": 2.1}, "residual"),  # 2.1 <= 1.1 x 1.95
+    ({"relative_l2": 2.0, "roughness": 1.95, "residual": 2.15}, "relative_l2"),  # beyond 10%: the old rule
+    ({"relative_l2": 2.0, "roughness": 1.5, "residual": 1.7}, "roughness"),
+    ({"relative_l2": 2.0, "roughness": 1.5, "residual": 1.6}, "residual"),
+    ({"relative_l2": 2.0, "roughness": 1.85}, "relative_l2"),  # a normalized score must beat the plain by 10%
+    ({"relative_l2": 2.0, "roughness": 1.7}, "roughness"),
+    ({"relative_l2": 1.0, "roughness": 1.0, "backtest": 1.0}, "relative_l2"),  # the backtest is not a physics score
+])
+def test_a_physics_score_within_10_percent_of_the_sharpest_is_chosen(sharpness, chosen):
+    from opformer.trust.calibrating import choose_score
+
+    assert choose_score(sharpness) == chosen
+
+
+def test_calibrate_prints_the_median_and_range_of_the_per_input_bounds_of_a_normalized_score():
+    scores = _synthetic_scores(True)
+    calibration = Calibration("run", "operator", "", {}, {"": scores.group({"score": "roughness", "scale": "rms"})})
+    per_input = calibration.sample_bounds(0.9, calibration.group().difficulty, score="roughness")[:, 0]
+    table = format_calibration(calibration, (0.9,))
+    lines = table.splitlines()
+    assert lines[1].split() == ["samples", "bound@0.9", "range@0.9"]
+    assert lines[2].split() == ["60", f"{float(per_input.median()):.3e}",
+                                f"{float(per_input.min()):.2e}..{float(per_input.max()):.2e}"]
+    assert float(per_input.min()) < float(per_input.max())  # the rough inputs get wider bounds
+    assert ("per-sample roughness: each input gets its own bound (the score's quantile times the input's roughness); "
+            "bound@c is the median of the calibration inputs' bounds") in table
+    plain = format_calibration(Calibration("run", "operator", "", {}, {"": scores.group()}), (0.9,))
+    assert "range@" not in plain and "per-sample relative_l2: bound@c is the bound of every input" in plain
+
+
+@pytest.mark.slow
+def test_the_cli_says_what_a_normalized_scores_printed_bound_is(capsys, operator_run, monkeypatch):
+    from tests.cli.test_cli import run_cli
+
+    # the run's 4 validation samples are too few to choose by: choose the normalized score for it
+    monkeypatch.setattr("opformer.trust.calibrating.select", lambda scores: {"score": "roughness", "scale": "rms"})
+    run, _ = operator_run
+    code, out, _ = run_cli(capsys, "calibrate", run, "--coverage", "0.9", "--device", "cpu")
+    calibration = load_calibration(run)
+    per_input = calibration.sample_bounds(0.9, calibration.group().difficulty)[:, 0]
+    assert code == 0 and calibration.group().score == "roughness"
+    assert f"{float(per_input.min()):.2e}..{float(per_input.max()):.2e}" in out
+    assert "bound@c is the median of the calibration inputs' bounds" in out

@@ -149,7 +149,7 @@ def test_a_backtest_calibration_bounds_each_forecast_by_its_own_earlier_error(he
         np.testing.assert_allclose(z["bound_relative_l2"], bounds.relative_l2.numpy(), rtol=1e-6)
     one_line_error(*run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "g.npz",
                             "--coverage", 0.9, "--score", "sharpest")[::2],
-                   "score 'sharpest': expected one of relative_l2, roughness, backtest")
+                   "--score sharpest: expected one of relative_l2, roughness, backtest")
     one_line_error(*run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "g.npz",
                             "--score", "backtest")[::2], "--score backtest: the score of the bounds; give --coverage")
     one_line_error(*run_cli(capsys, "calibrate", run, "--start", 7, "--backtest", 2)[::2],

@@ -221,5 +221,5 @@ def test_a_calibration_written_before_the_new_scores_offers_the_old_ones():
     calibration = load_calibration(FIXTURES / "runs" / "calibrated_v1")
     group = calibration.group()
     assert group.offered == PLAIN_SCORES and group.physics is None and group.backtest == 0 and not group.estimates
-    with pytest.raises(ConfigError, match="score 'residual': expected one of relative_l2, roughness"):
+    with pytest.raises(ConfigError, match="score='residual': expected one of relative_l2, roughness"):
         calibration.at(0.9, score="residual")

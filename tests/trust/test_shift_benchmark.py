@@ -71,3 +71,24 @@ def test_a_backtest_calibration_is_measured_from_the_frames_it_was_given(heat_ru
     m = measured(forecaster, None, given, preds, errors, "backtest")["per_frame"]
     assert m["coverage"] == pytest.approx((errors <= bound).double().mean().item())
     assert m["mean_bound"] == pytest.approx(bound.mean().item())
+
+
+def test_the_selection_check_keeps_a_physics_choice_and_applies_the_rule_to_the_others():
+    from benchmarks.trust.selection import selection
+
+    def per_frame(bound, silent):
+        return {"per_frame": {"mean_bound": bound, "silent_failures": silent, "coverage": 1 - silent}}
+
+    held, shifted = "held-out (calibration's physics)", "Re 2500"
+    case = {"calibration_score": "relative_l2",
+            "scores": {"relative_l2": {held: per_frame(0.66, 0.08), shifted: per_frame(0.66, 0.27)},
+                       "roughness": {held: per_frame(0.63, 0.12), shifted: per_frame(0.69, 0.13)},
+                       "residual": {held: per_frame(0.68, 0.10), shifted: per_frame(0.70, 0.04)}}}
+    physics = {**case, "calibration_score": "residual"}
+    found = selection({"coverage": 0.9, "cases": {"a": case, "b": physics}})["cases"]
+    assert found["a"]["after"] == "residual"  # 0.68 <= 1.1 x 0.63
+    assert found["a"]["files"][shifted]["before"]["per_frame"]["silent_failures"] == 0.27
+    assert found["a"]["files"][shifted]["after"]["per_frame"]["silent_failures"] == 0.04
+    assert found["b"]["after"] == "residual" and found["b"]["how"].startswith("the earlier choice")
+    case["scores"]["residual"][held] = per_frame(0.70, 0.10)  # 0.70 > 1.1 x 0.63: the earlier rule
+    assert selection({"coverage": 0.9, "cases": {"a": case}})["cases"]["a"]["after"] == "relative_l2"

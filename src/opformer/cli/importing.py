@@ -38,6 +38,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         parameters = f", {summary['parameters']:,} parameters" if isinstance(summary.get("parameters"), int) else ""
         print(f"imported the opformer model of {repository.source} (format version "
               f"{repository.config['format_version']}): {spec['model']['name']}{parameters}")
+        calibration = repository.config.get("calibration") or {}
+        print("with its calibration (opformer predict --coverage answers)" if repository.calibration is not None
+              else f"without a calibration: {calibration.get('why', 'the repository holds none')}")
         print(f"wrote {out}")
         return 0
     out, imported = import_run(args.format, args.source, args.out, args.revision, config=args.config,
@@ -52,12 +55,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``opformer export RUN DIR``: the run's best checkpoint as a model repository."""
-    from opformer.imports.export import export_run
+    from opformer.imports.export import CONFIG_JSON, export_run
+    from opformer.io import read_json
 
     writable_folder("DIR", args.dir, Path(args.dir), create=True)
     out = export_run(args.run, args.dir, args.metrics)
     sizes = ", ".join(f"{p.name} {p.stat().st_size:,} bytes" for p in sorted(out.iterdir()))
     print(f"exported {args.run} to {out}: {sizes}")
+    calibration = read_json(out / CONFIG_JSON)["calibration"]
+    print("with its calibration" if calibration["included"] else f"without a calibration: {calibration['why']}")
     return 0
 
 

@@ -16,6 +16,9 @@ EXAMPLES = {
 }
 #: The coverage levels ``opformer calibrate`` prints by default.
 DEFAULT_COVERAGES = (0.8, 0.9, 0.95)
+#: What each normalized per-sample score divides the error by, in the words ``opformer calibrate`` prints.
+DIFFICULTIES = {"roughness": "roughness", "residual": "physics estimate of its error",
+                "backtest": "backtest error"}
 
 
 def parse_coverages(text: str) -> tuple[float, ...]:
@@ -49,49 +52,77 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES
                      ) -> list[dict[str, Any]]:
-    """A row per data set and frame: samples, and at each coverage the relative-L2 bound (with a normalized
-    score, the median of the calibration inputs' bounds) and the probability it holds (``k / (n + 1)``); a rollout's
-    rows also the joint bound (holding for every frame at once)."""
+    """A row per data set and frame: samples, the per-sample score, and at each coverage the relative-L2 bound and
+    the probability it holds (``k / (n + 1)``); a rollout's rows also the joint bound (holding for every frame at
+    once). With a normalized score each input has its own bound (its difficulty times the score's quantile): the
+    row's ``bounds`` is then the median of the calibration inputs' bounds and ``bounds_range`` their smallest and
+    largest."""
     from opformer.trust.conformal import expected_coverage
+    from opformer.trust.scores import PLAIN_SCORES
 
     rows = []
     joint = calibration.kind == "trajectory"
     for name, group in calibration.groups.items():
         difficulty = group.difficulty_of(group.score)
-        quantiles = {c: calibration.sample_bounds(c, difficulty, name).median(dim=0).values for c in coverages}
+        per_input = {c: calibration.sample_bounds(c, difficulty, name) for c in coverages}
         joints = {c: calibration.sample_bounds(c, difficulty, name, joint=True).median(dim=0).values
                   for c in coverages} if joint else {}
+        normalized = group.score != PLAIN_SCORES[0]
         for frame in range(calibration.frames):
-            rows.append({"member": name, "frame": frame + 1, "samples": group.samples,
-                         "bounds": {str(c): float(quantiles[c][frame]) for c in coverages},
+            at = {c: bounds[:, min(frame, bounds.shape[1] - 1)] for c, bounds in per_input.items()}
+            rows.append({"member": name, "frame": frame + 1, "samples": group.samples, "score": group.score,
+                         "bounds": {str(c): float(at[c].median()) for c in coverages},
+                         **({"bounds_range": {str(c): [float(at[c].min()), float(at[c].max())] for c in coverages}}
+                            if normalized else {}),
                          "expected_coverage": {str(c): expected_coverage(group.samples, c) for c in coverages},
                          **({"joint_bounds": {str(c): float(joints[c][frame]) for c in coverages}} if joint else {})})
     return rows
 
 
 def format_calibration(calibration: Calibration, coverages: tuple[float, ...] = DEFAULT_COVERAGES) -> str:
-    """A plain-text table of :func:`calibration_rows`."""
+    """A plain-text table of :func:`calibration_rows`: with a normalized score, ``bound@c`` is the median of the
+    calibration inputs' bounds and ``range@c`` their smallest..largest (a note under the table says so)."""
     from opformer.trust.conformal import conformal_rank
 
     rows = calibration_rows(calibration, coverages)
     member = any(row["member"] for row in rows)
     frame = calibration.kind == "trajectory"
+    ranged = any("bounds_range" in row for row in rows)
     head = (f"{'member':<20}  " if member else "") + (f"{'frame':>5}  " if frame else "") + f"{'samples':>7}"
     lines = [f"{name or 'scores'}: per-sample {group.score}, pointwise scale {group.scale}"
              for name, group in calibration.groups.items()]
     lines.append(head + "".join(f"  {f'bound@{c:g}':>11}" for c in coverages)
+                 + "".join(f"  {f'range@{c:g}':>20}" for c in coverages if ranged)
                  + "".join(f"  {f'joint@{c:g}':>11}" for c in coverages if frame))
     for row in rows:
         line = (f"{row['member']:<20}  " if member else "") + (f"{row['frame']:>5}  " if frame else "")
+        spans = row.get("bounds_range")
         lines.append(line + f"{row['samples']:>7}" + "".join(f"  {row['bounds'][str(c)]:>11.3e}" for c in coverages)
+                     + "".join(f"  {_span(spans, c):>20}" for c in coverages if ranged)
                      + "".join(f"  {row['joint_bounds'][str(c)]:>11.3e}" for c in coverages if frame))
     too_few = [c for c in coverages if any(conformal_rank(g.samples, c) is None for g in calibration.groups.values())]
     if too_few:
         lines.append(f"note: too few calibration samples for coverage {', '.join(f'{c:g}' for c in too_few)} "
                      "(the bound is inf): need at least ceil(c / (1 - c)) samples")
+    normalized = sorted({row["score"] for row in rows if "bounds_range" in row})
+    if normalized:
+        lines.append(f"per-sample {', '.join(normalized)}: each input gets its own bound (the score's quantile times "
+                     f"the input's {' or '.join(DIFFICULTIES.get(n, n) for n in normalized)}); bound@c is the median "
+                     "of the calibration inputs' bounds (a typical input's), range@c their smallest..largest"
+                     + ("; joint@c the median too" if frame else ""))
+    else:
+        lines.append("per-sample relative_l2: bound@c is the bound of every input")
     if frame:
         lines.append("joint: bounds that hold for every frame at once (`opformer predict --joint`, and --tolerance)")
     return "\n".join(lines)
+
+
+def _span(spans: dict[str, list[float]] | None, coverage: float) -> str:
+    """``"5.90e-02..1.00e-01"``: a row's smallest..largest per-input bound at ``coverage`` (``-``: one bound)."""
+    if spans is None:
+        return "-"
+    low, high = spans[str(coverage)]
+    return f"{low:.2e}..{high:.2e}"
 
 
 def add_parsers(add: AddCommand) -> None:

@@ -10,6 +10,10 @@ The repository (format ``opformer-model``, :data:`FORMAT_VERSION`)::
                            run config, the data file's description (PDE, solver, domain), training (epoch,
                            best validation error, history, summary, sessions), test metrics if given, and the
                            SHA-256 of model.safetensors
+    DIR/calibration.safetensors  where the run is calibrated (``opformer calibrate``): the calibration's tensors
+                           (sorted scores, statistics, estimates), its SHA-256 and the rest of it (the chosen
+                           scores, physics settings, what it was calibrated on) in config.json's ``calibration``;
+                           a calibration of another checkpoint is left out, config.json saying why
     DIR/README.md          a model card (Hub metadata, model, data, training command, metrics, how to load it)
 
 The folder is written atomically (a temporary sibling renamed into place).
@@ -35,6 +39,7 @@ FORMAT = "opformer-model"
 #: the version this opformer writes; it reads every version up to it
 FORMAT_VERSION = 1
 WEIGHTS, CONFIG_JSON, CARD = "model.safetensors", "config.json", "README.md"
+CALIBRATION_TENSORS = "calibration.safetensors"
 
 
 def safetensors_module() -> ModuleType:
@@ -77,6 +82,26 @@ def data_description(run_config: dict[str, Any]) -> dict[str, Any]:
     return described
 
 
+def calibration_export(run: Run) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """config.json's ``calibration`` entry of a run and the tensors of :data:`CALIBRATION_TENSORS` (none where the
+    run has no calibration of its best checkpoint: the entry then says why). The tensors are keyed
+    ``"<group index>/<key>"`` in the order of the entry's ``groups``; a group's other values (numbers) are in its
+    ``values``."""
+    if not run.calibrated:
+        return {"included": False, "why": "the run is not calibrated (opformer calibrate RUN)"}, {}
+    try:
+        record = run.calibration_record()
+    except CheckpointError as exc:
+        return {"included": False, "why": str(exc)}, {}
+    names = list(record["groups"])
+    tensors = {f"{i}/{key}": value for i, name in enumerate(names) for key, value in record["groups"][name].items()
+               if isinstance(value, Tensor)}
+    values = [{key: value for key, value in record["groups"][name].items() if not isinstance(value, Tensor)}
+              for name in names]
+    return {"included": True, "format": record["format"], "version": record["version"], "meta": record["meta"],
+            "groups": names, "values": values}, _unshared(tensors)
+
+
 def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str | os.PathLike | None = None
                ) -> Path:
     """Write the best checkpoint of ``run_dir`` as the model repository ``out`` (absent or empty; see the
@@ -103,17 +128,27 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
         "metrics": results,
     }
     state = _unshared(surrogate.state_dict())
+    calibration, calibration_tensors = calibration_export(run)
     with atomic_folder(out) as tmp:
-        size = sum(t.numel() * t.element_size() for t in state.values())
-        with atomic_replace(tmp / WEIGHTS, size=size) as weights:
-            mode = weights.stat().st_mode  # ordinary permissions, which safetensors' own file lacks
-            safetensors_module().torch.save_file(state, str(weights), metadata={
-                "format": FORMAT, "format_version": str(FORMAT_VERSION)})
-            weights.chmod(mode)
+        _save_tensors(tmp / WEIGHTS, state)
         config["weights_sha256"] = sha256_file(tmp / WEIGHTS)
+        if calibration_tensors:
+            _save_tensors(tmp / CALIBRATION_TENSORS, calibration_tensors)
+            calibration["sha256"] = sha256_file(tmp / CALIBRATION_TENSORS)
+        config["calibration"] = calibration
         write_atomic(tmp / CONFIG_JSON, json.dumps(finite_json(config), indent=2, allow_nan=False) + "\n")
         write_atomic(tmp / CARD, model_card(config, sum(p.numel() for p in surrogate.model.parameters())))
     return out
+
+
+def _save_tensors(path: Path, tensors: dict[str, Tensor]) -> None:
+    """``tensors`` as the safetensors file ``path``, written atomically with ordinary permissions."""
+    size = sum(t.numel() * t.element_size() for t in tensors.values())
+    with atomic_replace(path, size=size) as tmp:
+        mode = tmp.stat().st_mode  # ordinary permissions, which safetensors' own file lacks
+        safetensors_module().torch.save_file(tensors, str(tmp), metadata={
+            "format": FORMAT, "format_version": str(FORMAT_VERSION)})
+        tmp.chmod(mode)
 
 
 def _value(value: Any) -> str:
@@ -182,4 +217,20 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
     else:
         lines.append("Not given at export (`opformer export RUN DIR --metrics EVAL.json`, EVAL.json written by "
                      "`opformer evaluate RUN --json EVAL.json`).")
+    lines += ["", "## Error bounds", "", _calibration_text(config.get("calibration"))]
     return "\n".join(lines) + "\n"
+
+
+def _calibration_text(calibration: dict[str, Any] | None) -> str:
+    """The model card's line on the calibration the repository carries (or why it carries none)."""
+    if not calibration or not calibration.get("included"):
+        why = (calibration or {}).get("why", "not recorded")
+        return f"No calibration: {why}. Calibrate the imported run (`opformer calibrate RUN --data FILE`)."
+    meta = calibration["meta"]
+    source = meta.get("source", {})
+    files = ", ".join(f"`{d.get('path')}`" for d in source.get("data", []) if isinstance(d, dict))
+    chosen = ", ".join(f"{name + ': ' if name else ''}{c.get('score')}" for name, c in meta.get("chosen", {}).items())
+    return (f"Calibrated on {files or 'unrecorded files'} (split {source.get('split')}; per-sample score {chosen}); "
+            f"the calibration is in `{CALIBRATION_TENSORS}`, checksummed in config.json, and the imported run keeps "
+            "it: `opformer predict RUN --coverage 0.9` and `load_surrogate(RUN).bounds(...)` answer. Its guarantee "
+            "holds for inputs drawn like that data.")

@@ -23,11 +23,14 @@ from torch import Tensor
 from opformer.config import config_from_dict
 from opformer.errors import CheckpointError, ConfigError
 from opformer.imports import hub
-from opformer.imports.export import CONFIG_JSON, FORMAT, FORMAT_VERSION, WEIGHTS, safetensors_module
+from opformer.imports.export import (CALIBRATION_TENSORS, CONFIG_JSON, FORMAT, FORMAT_VERSION, WEIGHTS,
+                                     safetensors_module)
 from opformer.imports.export import export_run  # noqa: F401  (importable from here too)
 from opformer.io import atomic_folder, sha256_file
 from opformer.models.surrogate import Surrogate
-from opformer.runs import check_fresh, record_import, save_checkpoint, write_metrics, write_run_config, write_summary
+from opformer.runs import (CALIBRATION, CALIBRATION_FORMAT, CALIBRATION_VERSION, check_fresh, load_checkpoint,
+                           record_import, save_calibration_record, save_checkpoint, write_metrics, write_run_config,
+                           write_summary)
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Repository:
     source: str
     sha256: str
     commit: str = ""
+    calibration: dict[str, Tensor] | None = None  # the tensors of calibration.safetensors, where it has one
 
 
 def _list(value: Any) -> list[Any]:
@@ -97,15 +101,28 @@ def read_repository(source: str | os.PathLike, revision: str | None = None) -> R
         weights_path = folder / WEIGHTS
         _check_present(folder, weights_path)
     sha256 = sha256_file(weights_path)
-    if sha256 != config["weights_sha256"]:
-        raise CheckpointError(f"{source}/{WEIGHTS}: corrupt or replaced (its SHA-256 is not the one config.json "
+    state = _read_tensors(weights_path, config["weights_sha256"], str(source))
+    calibration = None
+    if isinstance(config.get("calibration"), dict) and config["calibration"].get("included"):
+        if where is not None:
+            calibration_path, _ = hub.download(where, CALIBRATION_TENSORS)
+        else:
+            calibration_path = folder / CALIBRATION_TENSORS
+            _check_present(folder, calibration_path)
+        calibration = _read_tensors(calibration_path, config["calibration"].get("sha256"), source)
+    return Repository(config, state, str(source), sha256, commit, calibration)
+
+
+def _read_tensors(path: Path, expected: Any, source: str) -> dict[str, Tensor]:
+    """A safetensors file of a repository, its SHA-256 checked against ``expected`` (config.json's)."""
+    if sha256_file(path) != expected:
+        raise CheckpointError(f"{source}/{path.name}: corrupt or replaced (its SHA-256 is not the one config.json "
                               "records)")
     try:
-        state = safetensors_module().torch.load_file(str(weights_path))
+        return safetensors_module().torch.load_file(str(path))
     except Exception as exc:  # safetensors' own error type for a damaged header or data
-        raise CheckpointError(f"{source}/{WEIGHTS}: not a readable safetensors file "
+        raise CheckpointError(f"{source}/{path.name}: not a readable safetensors file "
                               f"({str(exc).splitlines()[0][:120]})") from None
-    return Repository(config, state, str(source), sha256, commit)
 
 
 def surrogate_of(repository: Repository) -> Surrogate:
@@ -158,4 +175,35 @@ def import_repository(source: str | os.PathLike, out: str | os.PathLike, revisio
             write_metrics(tmp, history)
         write_summary(tmp, {**summary, "imported": record})
         record_import(tmp, record, sessions)
+        if repository.calibration is not None:
+            _write_calibration(tmp, repository)
     return out, repository
+
+
+def _write_calibration(run_dir: Path, repository: Repository) -> None:
+    """The repository's calibration as the run's ``calibration.pt``, bound to the checkpoint just written: the
+    exported one calibrated the very weights the repository holds (export checked it against them, and their
+    SHA-256 is checked on reading); ``source.imported`` records where it came from and the original checkpoint's
+    checksum."""
+    entry = repository.config["calibration"]
+    where = f"{repository.source}/{CONFIG_JSON}: calibration"
+    meta, names, values = entry.get("meta"), entry.get("groups"), entry.get("values")
+    if (not isinstance(meta, dict) or not isinstance(meta.get("source"), dict) or not isinstance(names, list)
+            or not isinstance(values, list) or len(values) != len(names)
+            or not all(isinstance(value, dict) for value in values)):
+        raise CheckpointError(f"{where}: meta, groups or values missing or malformed")
+    if entry.get("format") != CALIBRATION_FORMAT or not isinstance(entry.get("version"), int) \
+            or entry["version"] > CALIBRATION_VERSION:
+        raise CheckpointError(f"{where}: format {entry.get('format')!r} version {entry.get('version')!r}: expected "
+                              f"{CALIBRATION_FORMAT!r} up to version {CALIBRATION_VERSION}; upgrade opformer")
+    groups: dict[str, dict[str, Any]] = {str(name): dict(value) for name, value in zip(names, values)}
+    for key, tensor in repository.calibration.items():
+        index, _, field = key.partition("/")
+        if not index.isdigit() or int(index) >= len(names) or not field:
+            raise CheckpointError(f"{repository.source}/{CALIBRATION_TENSORS}: unexpected tensor {key!r}")
+        groups[str(names[int(index)])][field] = tensor
+    original = meta.get("checkpoint_checksum")
+    imported = {"repository": repository.source, "checkpoint_checksum": original}
+    meta = {**meta, "checkpoint_checksum": load_checkpoint(run_dir / "best.pt")["checksum"],
+            "source": {**meta["source"], "imported": imported}}
+    save_calibration_record(run_dir / CALIBRATION, meta, groups)

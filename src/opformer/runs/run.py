@@ -15,14 +15,35 @@ from typing import Any
 
 from opformer.config import ImportedConfig, RunConfig, config_from_dict, safe_load_yaml
 from opformer.data.mixture import MixtureMember, member_name
-from opformer.errors import CheckpointError, ConfigError
-from opformer.io import sha256_file
+import torch
+
+from opformer.errors import CheckpointError, ConfigError, StorageError
+from opformer.io import atomic_replace, sha256_file
 from opformer.models.surrogate import Surrogate
 from opformer.runs.checkpoint import checksum, load_checkpoint, load_weights, surrogate_of
 from opformer.runs.directory import CALIBRATION, CONFIG, run_checkpoint
 
 #: What ``calibration.pt`` holds (written by :mod:`opformer.trust.storage`).
 CALIBRATION_FORMAT, CALIBRATION_VERSION = "opformer-calibration", 1
+
+
+def save_calibration_record(path: str | os.PathLike, meta: dict[str, Any], groups: dict[str, dict[str, Any]]
+                            ) -> Path:
+    """Write a calibration record atomically with its checksum: ``meta`` (JSON: kind, checkpoint checksum, source,
+    chosen scores, physics) and ``groups`` (per data set, its tensors and numbers), as
+    :meth:`Run.calibration_record` reads them back."""
+    path = Path(path)
+    payload: dict[str, Any] = {"format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION,
+                               "meta": json.dumps(meta), "groups": groups}
+    payload["checksum"] = checksum(payload)
+    with atomic_replace(path) as tmp:
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:
+            raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]})") from None
+    return path
+
+
 #: The kinds of run: trained on operator pairs, on trajectories, on a mixture of trajectory files, or imported.
 OPERATOR, TRAJECTORY, MIXTURE, IMPORTED = "operator", "trajectory", "mixture", "imported"
 

@@ -23,6 +23,7 @@ from opformer.serve.forecaster import Forecaster, open_forecaster
 from opformer.serve.inputs import Inputs, forecast_times, open_inputs
 from opformer.serve.outputs import Chunk, write_output
 from opformer.trust.bounds import BoundsAt
+from opformer.trust.conformal import check_coverage
 
 #: Arrays computed beside each chunk's predictions from ``(given, predictions)`` (sample first) and written into
 #: the output beside them; it may replace predictions in place (``--tolerance``: the samples the solver answers)
@@ -63,8 +64,12 @@ class Prediction:
 
     def bounds(self, coverage: float, joint: bool = False, score: str | None = None) -> BoundArrays:
         """The bounds at ``coverage`` of the input's data set (its mixture member), their quantiles computed now
-        (``score``: the per-sample score, default the calibration's choice)."""
+        (``score``: the per-sample score, default the calibration's choice). Errors name the command line's
+        flags (``--coverage``, ``--score``): this is ``opformer predict``'s door."""
+        check_coverage(coverage, "--coverage")
         member = self.forecaster.calibrated_member(self.inputs.path, self.inputs.member)
+        if score is not None and self.forecaster.calibration is not None:
+            self.forecaster.calibration.group(member).check_score(score, self.forecaster.calibration.run, "--score")
         return BoundArrays(self.forecaster, self.forecaster.bounds_at(coverage, member, joint, score))
 
     def chunks(self, extras: Extras | None = None) -> Iterator[Chunk]:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from opformer.errors import CheckpointError, ConfigError
+from opformer.errors import CheckpointError, ConfigError, given
 from opformer.trust.conformal import check_coverage, conformal_quantile
 from opformer.trust.estimates import history_of, residual_estimates
 from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, PLAIN_SCORES, SAMPLE_SCORES, SCALES, local_scale,
@@ -53,6 +53,14 @@ class Group:
     def offered(self) -> tuple[str, ...]:
         """The per-sample scores this data set's calibration answers."""
         return (*PLAIN_SCORES, *(name for name in SAMPLE_SCORES if name in self.normalized_by))
+
+    def check_score(self, score: str, run: str, option: str = "score=") -> str:
+        """``score`` if this calibration offers it, else a one-line :class:`ConfigError` naming it as the call did
+        (``option``: ``score=`` in Python, ``--score`` on the command line)."""
+        if score not in self.offered:
+            raise ConfigError(f"{given(option, score)}: expected one of {', '.join(self.offered)} (the scores "
+                              f"{run}'s calibration offers)")
+        return score
 
     def difficulty_of(self, score: str) -> torch.Tensor:
         """The calibration inputs' difficulty for the per-sample ``score``, in sample order (see
@@ -104,8 +112,8 @@ class Calibration:
         if member is None and len(self.groups) == 1:
             return next(iter(self.groups.values()))
         if member not in self.groups:
-            raise ConfigError(f"member {member!r}: {self.run} is calibrated per member of its mixture; expected one "
-                              f"of {', '.join(self.groups)}")
+            raise ConfigError(f"{given('member=', member)}: {self.run} is calibrated per member of its mixture; "
+                              f"expected one of {', '.join(self.groups)}")
         return self.groups[member]
 
     def quantiles(self, coverage: float, member: str | None = None, score: str = "relative_l2") -> torch.Tensor:
@@ -137,14 +145,11 @@ class Calibration:
         each batch): by the per-sample ``score`` and pointwise ``scale`` (default: those selected on the run's
         validation split); ``joint``: the relative-L2 bounds of a rollout hold for every calibrated frame at once
         (the band stays per frame)."""
-        check_coverage(coverage, "--coverage")
+        check_coverage(coverage, "coverage=")
         group = self.group(member)
-        scale, score = scale or group.scale, score or group.score
+        scale, score = scale or group.scale, group.check_score(score or group.score, self.run)
         if scale not in SCALES:
-            raise ConfigError(f"scale {scale!r}: expected one of {', '.join(SCALES)}")
-        if score not in group.offered:
-            raise ConfigError(f"score {score!r}: expected one of {', '.join(group.offered)} (the scores "
-                              f"{self.run}'s calibration offers)")
+            raise ConfigError(f"{given('scale=', scale)}: expected one of {', '.join(SCALES)}")
         quantile = (self.joint_quantiles if joint else self.quantiles)(coverage, member, score)
         width = conformal_quantile(group.pointwise[scale][:, :, point_level(coverage)], coverage, sorted_=True)
         return BoundsAt(self.run, self.kind == "trajectory", group, float(coverage), score, scale, quantile, width)

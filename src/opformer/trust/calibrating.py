@@ -33,6 +33,10 @@ from opformer.trust.storage import ESTIMATES, save_calibration
 #: bounds by which the normalized per-sample score must beat the plain one to be chosen (a few validation samples
 #: rank two close scores by chance).
 SELECTION_COVERAGE, SELECTION_MARGIN = 0.9, 0.9
+#: The physics scores, chosen for robustness to shift whenever their bounds are at most ``ROBUSTNESS_MARGIN`` times
+#: the sharpest score's (:func:`choose_score`): their difficulty is an estimate of this prediction's own error, so
+#: they widen where the physics moves, where the plain score's one number per frame does not.
+ROBUST_SCORES, ROBUSTNESS_MARGIN = ("residual",), 1.1
 
 
 def _file_record(path: str | os.PathLike) -> dict[str, Any]:
@@ -141,11 +145,11 @@ class Scores:
 
 
 def select(scores: Scores) -> dict[str, Any]:
-    """The sharpest per-sample score and pointwise scale on held-out samples (the run's validation split, never the
-    calibration samples, so the calibration's guarantee is untouched), each at :data:`SELECTION_COVERAGE` within
-    those samples: the per-sample score with the smallest median ratio of bound to true error (a normalized one
-    only where it beats the plain one by the factor :data:`SELECTION_MARGIN`), the scale with the narrower mean
-    band; the defaults where too few samples are held out."""
+    """The per-sample score and pointwise scale measured on held-out samples (the run's validation split, never the
+    calibration samples, so the calibration's guarantee is untouched, whichever is chosen), each at
+    :data:`SELECTION_COVERAGE` within those samples: the per-sample score by :func:`choose_score` from each score's
+    median ratio of bound to true error, the scale with the narrower mean band; the defaults where too few samples
+    are held out."""
     cat, c = scores.joined(), SELECTION_COVERAGE
     errors = cat["relative_l2"]
     record: dict[str, Any] = {"samples": len(errors), "score": DEFAULT_SCORE, "scale": DEFAULT_SCALE}
@@ -158,11 +162,24 @@ def select(scores: Scores) -> dict[str, Any]:
     widths = {scale: conformal_quantile(cat[scale][:, :, level], c) * cat[f"width_{scale}"] for scale in SCALES}
     record["median_bound_over_error"] = {k: float(v.median()) for k, v in ratios.items()}
     record["mean_half_width"] = {k: float(v.mean()) for k, v in widths.items()}
-    sharpness = record["median_bound_over_error"]
-    best = min((name for name in sharpness if name != "relative_l2"), key=sharpness.get)
-    record["score"] = best if sharpness[best] < SELECTION_MARGIN * sharpness["relative_l2"] else "relative_l2"
+    record["score"] = choose_score(record["median_bound_over_error"])
     record["scale"] = min(record["mean_half_width"], key=record["mean_half_width"].get)
     return record
+
+
+def choose_score(sharpness: dict[str, float]) -> str:
+    """The per-sample score calibration uses, from each offered score's sharpness on held-out samples (the median
+    ratio of bound to true error; ``relative_l2`` always among them): a physics score (:data:`ROBUST_SCORES`, the
+    first offered) whenever it is at most :data:`ROBUSTNESS_MARGIN` times the sharpest, for robustness under
+    shift; else the sharpest normalized score where it beats ``relative_l2`` by the factor
+    :data:`SELECTION_MARGIN`; else ``relative_l2``."""
+    sharpest = min(sharpness.values())
+    robust = next((name for name in ROBUST_SCORES if name in sharpness
+                   and sharpness[name] <= ROBUSTNESS_MARGIN * sharpest), None)
+    if robust is not None:
+        return robust
+    best = min((name for name in sharpness if name != "relative_l2"), key=sharpness.get)
+    return best if sharpness[best] < SELECTION_MARGIN * sharpness["relative_l2"] else "relative_l2"
 
 
 def _rollout_scores(step: Step, fields: torch.Tensor, own: int, t_in: int, frames: int, mask: torch.Tensor | None,

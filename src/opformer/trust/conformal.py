@@ -12,13 +12,14 @@ from fractions import Fraction
 
 import torch
 
-from opformer.errors import ConfigError
+from opformer.errors import ConfigError, given
 
 
-def check_coverage(coverage: float, option: str = "coverage") -> float:
-    """``coverage`` if it lies strictly between 0 and 1, else a one-line :class:`ConfigError`."""
+def check_coverage(coverage: float, option: str = "coverage=") -> float:
+    """``coverage`` if it lies strictly between 0 and 1, else a one-line :class:`ConfigError` naming it as the
+    call did (``option``: the flag, ``--coverage``, or the keyword, ``coverage=``: :func:`opformer.errors.given`)."""
     if not 0 < coverage < 1:
-        raise ConfigError(f"{option} {coverage}: expected a level strictly between 0 and 1, e.g. 0.9")
+        raise ConfigError(f"{given(option, coverage)}: expected a level strictly between 0 and 1, e.g. 0.9")
     return float(coverage)
 
 

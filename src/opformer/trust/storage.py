@@ -22,16 +22,13 @@ the scores, not quantiles, keeps every coverage level answerable. The stored key
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from opformer.errors import StorageError
-from opformer.io import atomic_replace
-from opformer.runs import CALIBRATION_FORMAT, CALIBRATION_VERSION, Run, checksum
+from opformer.runs import Run, save_calibration_record
 from opformer.trust.bounds import Calibration, Group
 from opformer.trust.scores import SAMPLE_SCORES, SCALES
 
@@ -47,24 +44,16 @@ def save_calibration(path: str | os.PathLike, calibration: Calibration) -> Path:
             "chosen": {name: {"score": g.score, "scale": g.scale} for name, g in calibration.groups.items()},
             "physics": {name: {"settings": g.physics, "backtest": g.backtest}
                         for name, g in calibration.groups.items()}}
-    payload: dict[str, Any] = {
-        "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "meta": json.dumps(meta),
-        "groups": {name: {"relative_l2": g.relative_l2, "normalised": g.normalized, "statistics": g.statistics,
-                          "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
-                          **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
-                          **({f"joint_{score}": g.joint[score] for score in g.joint} if g.joint else {}),
-                          **({f"frame_scale_{score}": g.frame_scale[score] for score in g.frame_scale}
-                             if g.frame_scale else {}),
-                          **{f"normalised_{score}": values for score, values in g.normalized_by.items()},
-                          **{f"estimate_{key}": values for key, values in g.estimates.items()}}
-                   for name, g in calibration.groups.items()},
-    }
-    payload["checksum"] = checksum(payload)
-    with atomic_replace(path) as tmp:
-        try:
-            torch.save(payload, tmp)
-        except RuntimeError as exc:
-            raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]})") from None
+    groups = {name: {"relative_l2": g.relative_l2, "normalised": g.normalized, "statistics": g.statistics,
+                     "difficulty": g.difficulty, "grid": torch.tensor(g.grid), "channels": g.channels,
+                     **{f"pointwise_{scale}": g.pointwise[scale] for scale in SCALES},
+                     **({f"joint_{score}": g.joint[score] for score in g.joint} if g.joint else {}),
+                     **({f"frame_scale_{score}": g.frame_scale[score] for score in g.frame_scale}
+                        if g.frame_scale else {}),
+                     **{f"normalised_{score}": values for score, values in g.normalized_by.items()},
+                     **{f"estimate_{key}": values for key, values in g.estimates.items()}}
+              for name, g in calibration.groups.items()}
+    save_calibration_record(path, meta, groups)
     return path
 
 

@@ -121,12 +121,41 @@ def write_operator_dataset(
 ) -> Path:
     """Write an operator data set atomically (temporary file, then rename).
 
-    ``inputs``/``targets`` are channel-last ``(sample, *spatial, channels)`` (or lists of such blocks of
-    consecutive samples, written one after another, e.g. memory maps); ``targets=None`` writes a file of
-    inputs only (for ``opformer predict``). ``domain`` is ``{"lengths": [...], "periodic": [...]}`` with one
-    entry per spatial axis, and optionally ``"grid"``: each axis's kind (:data:`opformer.grids.GRID_KINDS`;
-    without it periodic axes are periodic and the others nodes). ``datasets``: further arrays with the samples
-    first, stored (float32) beside (:func:`_further`). Any of them may be :class:`Streamed`: ``fill`` writes those.
+    Parameters
+    ----------
+    path
+        The HDF5 file to write (docs/data-format.md).
+    inputs, targets
+        Channel-last arrays ``(sample, *spatial, channels)`` on one grid (or lists of such blocks of consecutive
+        samples, written one after another, e.g. memory maps); stored as float32. ``targets=None`` writes a file
+        of inputs only (for ``opformer predict``).
+    pde, solver
+        JSON mappings recorded as the file's ``pde`` and ``solver`` attributes (where the data came from; e.g.
+        ``{"name": "heat", "viscosity": 0.01}`` and ``{"name": "exact"}``).
+    domain
+        ``{"lengths": [...], "periodic": [...]}`` with one entry per spatial axis, and optionally ``"grid"``: each
+        axis's kind (:data:`opformer.grids.GRID_KINDS`; without it periodic axes are periodic and the others
+        nodes).
+    seed
+        The seed the data were drawn with (0 if none).
+    input_channels, target_channels
+        One name per channel of ``inputs`` and of the targets (also for ``targets=None``).
+    extra
+        Further attributes of the file.
+    datasets
+        Further arrays with the samples first, stored (float32) beside (:func:`_further`).
+    fill
+        Writes the arrays given as :class:`Streamed`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``, complete and checksummed.
+
+    Raises
+    ------
+    opformer.errors.DataError
+        Shapes, channel names or domain that do not fit together (one line naming the file).
     """
     path = Path(path)
     arrays = {name: a for name, a in (("input", inputs), ("target", targets)) if a is not None}
@@ -156,9 +185,32 @@ def write_trajectory_dataset(
     datasets: dict[str, Any] | None = None,
     fill: Fill | None = None,
 ) -> Path:
-    """Write a trajectory data set atomically: ``fields`` ``(sample, time, *spatial, channels)`` (or a list of
-    such blocks of consecutive samples, written one after another, e.g. memory maps) at ``times``; ``datasets`` as
-    :func:`write_operator_dataset`'s."""
+    """Write a trajectory data set atomically (temporary file, then rename).
+
+    Parameters
+    ----------
+    path
+        The HDF5 file to write (docs/data-format.md).
+    fields
+        ``(sample, time, *spatial, channels)``, channel-last (or a list of such blocks of consecutive samples,
+        written one after another, e.g. memory maps); stored as float32.
+    times
+        ``(time,)``: the frames' time stamps, strictly increasing.
+    pde, solver, domain, seed, extra, datasets, fill
+        As for :func:`write_operator_dataset`.
+    channels
+        One name per channel of ``fields``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``, complete and checksummed.
+
+    Raises
+    ------
+    opformer.errors.DataError
+        Shapes, time stamps, channel names or domain that do not fit together (one line naming the file).
+    """
     path = Path(path)
     times = np.asarray(times, dtype=np.float64)
     shape = _blocks(path, "fields", fields)[1]
