@@ -74,8 +74,13 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
     with h5py.File(out) as f, h5py.File(heat) as g:
         fields = torch.from_numpy(g["fields"][:])
         assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, -3:], 4))
-    # by default from the first frames, as calibration rolls out
-    out = predict_file(run, heat, tmp_path / "first.h5", frames=4, device="cpu")
+    # by default after the last t_in frames given, as Forecaster.rollout; --start 0: from the first frames
+    out = predict_file(run, heat, tmp_path / "last.h5", frames=4, device="cpu")
+    np.testing.assert_allclose(read_info(out).times, 0.55 + 0.05 * np.arange(1, 5))
+    assert read_info(out).extra["context_start"] == 9
+    with h5py.File(out) as f:
+        assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields, 4))
+    out = predict_file(run, heat, tmp_path / "first.h5", frames=4, device="cpu", start=0)
     np.testing.assert_allclose(read_info(out).times, 0.10 + 0.05 * np.arange(1, 5))
     with h5py.File(out) as f:
         assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, :3], 4))
@@ -86,7 +91,7 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
     out = predict_file(run, heat, tmp_path / "forecast.npz", device="cpu")
     with np.load(out) as z:
         assert sorted(z.files) == ["fields", "times"] and z["fields"].shape == (10, 9, 16, 16, 1)
-        np.testing.assert_allclose(z["times"], 0.10 + 0.05 * np.arange(1, 10))
+        np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
 
 
 @pytest.mark.slow
@@ -169,7 +174,7 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     _, _, member, step, notes = imported_member(run, heat, frames=2, device="cpu")
     assert any("resized" in note for note in notes)
     evaluated = member_rollout(step, member, 4, 2, torch.device("cpu")).predictions[..., :1]
-    out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu")
+    out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu", start=0)
     with h5py.File(out) as f, h5py.File(heat) as g:
         assert f["fields"].shape == (2, 2, 32, 32, 1)
         torch.testing.assert_close(torch.from_numpy(f["fields"][:]),  # from the first frames, as evaluated
@@ -285,7 +290,7 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     reads = []
     opened = serving.open_inputs
 
-    def counting(path, forecaster, member=None, start=0, extra=0):
+    def counting(path, forecaster, member=None, start=None, extra=0):
         inputs = opened(path, forecaster, member, start, extra)
         read = inputs.read
         inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
@@ -299,13 +304,13 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
         np.testing.assert_array_equal(a["fields"], b["fields"])
     bad = write_toy_heat(tmp_path / "bad.h5")
     with edit_h5(bad) as f:  # a NaN in the last trajectory: met after 9 samples were predicted
-        f["fields"][9, 1, 0, 0, 0] = np.nan
+        f["fields"][9, 10, 0, 0, 0] = np.nan  # in the context: the last 3 frames
     reads.clear()
     before = sorted(p.name for p in tmp_path.iterdir())
     for out in ("bad.h5", "bad.npz", "bad.npy"):
         code = main(["predict", str(run), "--input", str(bad), "--output", str(tmp_path / "out" / out)])
         err = capsys.readouterr().err.strip()
-        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 1)" in err, err
+        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 10)" in err, err
     assert reads[-1] == (9, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["out"])
     assert not list((tmp_path / "out").iterdir())

@@ -170,12 +170,14 @@ def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os
                           output_path: str | os.PathLike,
                           tolerance: float, coverage: float = 0.9, frames: int | None = None,
                           batch_size: int | None = None, device: str = "auto", member: str | None = None,
-                          score: str | None = None) -> FallbackReport:
+                          score: str | None = None, start: int | None = None) -> FallbackReport:
     """``opformer predict RUN --input X --output Y --tolerance T``: :func:`predict_file` with the bounds at
     ``coverage`` and the samples over ``tolerance`` answered by the solver (registry data) or listed; the report is
     written atomically beside the output (``Y.fallback.json``) and returned. ``member``: as for
     :func:`~opformer.serve.predict.predict_file`; ``score``: the per-sample score of the bounds (default, and always
-    on the command line: the calibration's choice).
+    on the command line: the calibration's choice); ``start``: as for :func:`~opformer.serve.predict.predict_file`
+    (a forecast whose context lies at another frame than the calibration's is flagged whole: every sample goes to
+    the solver).
 
     Solving every sample is timed as the fallback solves them, a chunk at a time: measured when every sample was
     solved, else the time of the first chunk solved whole (for timing alone unless all its samples went to the
@@ -186,7 +188,7 @@ def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os
     probe: dict[str, Any] = {}
     began = time.perf_counter()
     forecaster = open_forecaster(run_dir, device, batch_size, calibrated=True)
-    with prediction(forecaster, input_path, output_path, frames, member, extras=True) as job:
+    with prediction(forecaster, input_path, output_path, frames, member, extras=True, start=start) as job:
         # a forecast is answered whole: every frame bound at once
         fallback = FallbackArrays(job.bounds(coverage, joint=True, score=score), job.inputs,
                                   forecaster.kind == TRAJECTORY, tolerance, report, probe)

@@ -213,9 +213,10 @@ class Forecaster:
         return bounds(inputs[:, -t_in:], predictions, backtest)
 
     def given_frames(self) -> dict[str, int]:
-        """Where a trajectory input's given frames start by default (``start``: a stored frame index) and how many
-        come before the context for the backtest (``backtest``): the calibration's, else 0 and 0 (a mixture's
-        members are calibrated from their first frames)."""
+        """Where the calibration's given frames start (``start``: a stored frame index) and how many come before
+        its context for the backtest (``backtest``), else 0 and 0 (a mixture's members are calibrated from their
+        first frames): a forecast's bounds hold for a context at the same frame; ``opformer predict`` gives each
+        input that many frames before its context where it holds them."""
         if self.calibration is None or self.kind != TRAJECTORY or len(self.calibration.groups) != 1:
             return {"start": 0, "backtest": 0}
         group = self.calibration.group()

@@ -42,6 +42,11 @@ class Inputs:
     first: int = 0  # trajectories: the stored frame of the first given frame
     extra: int = 0  # trajectories: given frames before the context (for the backtest)
 
+    @property
+    def context_start(self) -> int:
+        """Trajectories: the stored frame of the first of the ``t_in`` context frames."""
+        return self.first + self.stride * self.extra
+
     def close(self) -> None:
         """Close the input file (an array's memory map is released with the object)."""
         if self.handle is not None:
@@ -57,10 +62,11 @@ def _expected(forecaster: Forecaster, frames: int | None) -> str:
 
 
 class Window:
-    """The stored frames a trajectory input is given: from ``first``, ``extra`` frames for the backtest (as many of
-    ``wanted`` as the file holds) and the ``t_in`` context frames, ``stride`` apart."""
+    """The stored frames a trajectory input is given: ``extra`` frames for the backtest (as many of ``wanted`` as the
+    file holds) and the ``t_in`` context frames, ``stride`` apart; from the stored frame ``first``, or (``first``
+    None) ending at the file's last frame, so that the forecast continues after the frames given."""
 
-    def __init__(self, first: int, wanted: int, t_in: int, stride: int) -> None:
+    def __init__(self, first: int | None, wanted: int, t_in: int, stride: int) -> None:
         self.first, self.wanted, self.t_in, self.stride = first, wanted, t_in, stride
         self.extra = wanted
         self.span = 1 + stride * (t_in - 1)  # stored frames the context alone covers
@@ -68,6 +74,9 @@ class Window:
     def fit(self, path: Path, stored: int) -> slice:
         """The frames of a file of ``stored`` frames (the backtest's dropped where they do not fit); a one-line
         error where the context does not fit from ``first``."""
+        if self.first is None:
+            self.extra = self.wanted if self.span + self.stride * self.wanted <= stored else 0
+            self.first = max(0, stored - self.span - self.stride * self.extra)
         if self.first + self.span > stored:
             raise DataError(f"{path}: {stored} frames, but a context of {self.t_in} frames {self.stride} stored frames "
                             f"apart from frame {self.first} (--start) needs {self.first + self.span}")
@@ -76,16 +85,17 @@ class Window:
         return slice(self.first, self.first + self.span + self.stride * self.extra, self.stride)
 
 
-def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None, start: int = 0,
-                extra: int = 0) -> Inputs:
+def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None,
+                start: int | None = None, extra: int = 0) -> Inputs:
     """``path`` (opformer HDF5, or ``.npy``/``.npz``: the run's grid and channels assumed) checked against the
     run in one line before anything is read or written. ``member``: the mixture member the samples belong to
-    (its time stride; default: the member whose file ``path`` is). Trajectories: given the frames from the stored
-    frame ``start``: ``extra`` frames for the backtest where the file holds them, then ``t_in`` for the context."""
+    (its time stride; default: the member whose file ``path`` is). Trajectories: given ``extra`` frames for the
+    backtest where the file holds them, then ``t_in`` for the context: the last frames of the file (``start``
+    None), else those from the stored frame ``start``."""
     path = Path(path)
     trajectory = forecaster.kind == TRAJECTORY
     stride = forecaster.time_stride(path, member)
-    if start < 0:
+    if start is not None and start < 0:
         raise ConfigError(f"--start {start}: expected a frame index of at least 0")
     window = Window(start, extra, forecaster.t_in or 1, stride)
     span = window.span if trajectory else 0  # stored frames the context covers
