@@ -52,10 +52,19 @@ def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
         expected = rollout(forecaster.surrogate, frames[:, -3:].movedim(1, -2), 4).movedim(-2, 1)
     assert torch.equal(got, expected)  # bit-equal: the same step, batches of eval_batch_size (3) of 5
     assert torch.equal(forecaster.predict(frames), expected[:, :1])  # one call
-    for bad in (torch.zeros(1, 7, 16, 16, 2), torch.zeros(1, 2, 16, 16, 1), torch.zeros(1, 7, 16, 1)):
+    for bad in (torch.zeros(1, 7, 16, 16, 2), torch.zeros(1, 2, 16, 16, 1), torch.zeros(1, 7, 16)):
         with pytest.raises(DataError, match=r"^frames of shape .* takes \(batch, time >= 3, 2 grid axes, 1 channels "
-                                            r"\['u'\]\)$"):
+                                            r"\['u'\]\) or \(batch, time, 2 grid axes\) for one channel$"):
             forecaster.rollout(bad, 2)
+    # numpy in, numpy out; one channel may leave out its axis, as opformer predict's arrays may
+    array = forecaster.rollout(frames.numpy(), 4)
+    assert isinstance(array, np.ndarray) and np.array_equal(array, got.numpy())
+    assert np.array_equal(forecaster.rollout(frames[..., 0].numpy().astype(np.float64), 4), got.numpy())
+    assert torch.equal(forecaster.rollout(frames[..., 0], 4), got)
+    assert np.array_equal(forecaster.predict(frames.numpy()), expected[:, :1].numpy())
+    with pytest.raises(DataError, match=r"^frames of type list: expected a torch.Tensor or a numpy array \(batch, "
+                                        r"time >= 3, 2 grid axes, 1 channels \['u'\]\)$"):
+        forecaster.rollout(frames.tolist(), 2)
     # on the test trajectories, the evaluation's predicted frames exactly
     row, data, preds = rollout_row(forecaster.surrogate, forecaster.payload, forecaster.source, heat, None, "test",
                                    torch.device("cpu"))
@@ -181,7 +190,7 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
                                    forecaster.rollout(torch.from_numpy(g["fields"][:, :4]), 2), rtol=0, atol=0)
         torch.testing.assert_close(torch.from_numpy(f["fields"][:]), evaluated, rtol=0, atol=0)
     with pytest.raises(DataError, match=r"f\.npy: 'f' has shape \(2, 5, 32, 32, 6\), expected \(N, T >= 4, 2 grid "
-                                        r"axes, 1 to 4 channels\)"):
+                                        r"axes, 1 to 4 channels\) or \(N, T >= 4, 2 grid axes\) for one channel"):
         np.save(tmp_path / "f.npy", np.zeros((2, 5, 32, 32, 6), np.float32))
         predict_file(run, tmp_path / "f.npy", tmp_path / "g.npy", frames=1, device="cpu")
 
@@ -205,8 +214,17 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
         x = f["input"][:]
     with torch.no_grad():
         expected = predict(forecaster.surrogate, torch.from_numpy(x), 32, torch.device("cpu")).numpy()
-    with pytest.raises(DataError, match=r"^inputs of shape \(2, 64, 2\): .* takes \(batch, 1 grid axes, 1 channels "):
+    with pytest.raises(DataError, match=r"^inputs of shape \(2, 64, 2\): .* takes \(batch, 1 grid axes, 1 channels "
+                                        r"\['u0'\]\) or \(batch, 1 grid axes\) for one channel$"):
         forecaster.predict(torch.zeros(2, 64, 2))
+    # numpy in, numpy out, with or without the one channel's axis (the CLI's rule); a list is one line
+    for given in (x, x[..., 0], x[..., 0].astype(np.float64)):
+        out = forecaster.predict(given)
+        assert isinstance(out, np.ndarray) and np.array_equal(out, expected)
+    assert torch.equal(forecaster.predict(torch.from_numpy(x[..., 0])), torch.from_numpy(expected))
+    with pytest.raises(DataError, match=r"^inputs of type list: expected a torch.Tensor or a numpy array \(batch, 1 "
+                                        r"grid axes, 1 channels \['u0'\]\)$"):
+        forecaster.predict(x.tolist())
     np.save(tmp_path / "x.npy", x[..., 0])  # one channel: the channel axis may be left out
     np.testing.assert_array_equal(np.load(predict_file(run, tmp_path / "x.npy", tmp_path / "y.npy")), expected)
     np.savez(tmp_path / "x.npz", x=x)
@@ -228,8 +246,8 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
 
 
 @pytest.mark.parametrize(("shape", "needle"), [
-    ((3, 32, 1), "has shape (3, 32, 1), expected (N, 64, 1) (the grid and channels of"),
-    ((3, 64, 2), "has shape (3, 64, 2), expected (N, 64, 1)"),
+    ((3, 32, 1), "has shape (3, 32, 1), expected (N, 64, 1) or (N, 64) for one channel (the grid and channels of"),
+    ((3, 64, 2), "has shape (3, 64, 2), expected (N, 64, 1) or (N, 64) for one channel"),
     ((3, 64, 1, 1), "has shape (3, 64, 1, 1), expected (N, 64, 1)"),
 ])
 def test_arrays_of_the_wrong_shape_are_one_line_and_write_nothing(operator_run, tmp_path, capsys, shape, needle):

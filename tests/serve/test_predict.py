@@ -57,6 +57,10 @@ def test_a_forecast_continues_after_the_frames_given_and_says_where_bounds_were_
     with h5py.File(tmp_path / "c.h5") as f:
         assert f["flagged"][:].tolist() == statistics.to(torch.uint8).tolist()  # the statistics' flag only
         assert (f.attrs["context_start"], f.attrs["calibrated_context_start"]) == (0, 0)
+    # bounds of numpy arrays are those of the tensors
+    loaded = opformer.load_surrogate(run, device="cpu")
+    assert torch.equal(loaded.bounds(fields, python.numpy(), 0.9).relative_l2,
+                       loaded.bounds(torch.from_numpy(fields), python, 0.9).relative_l2)
     # Python's predict_file is the same call, the note a warning
     with pytest.warns(PositionWarning, match="context starts at stored frame 9"):
         predict_file(run, tmp_path / "new.npy", tmp_path / "p.npz", frames=3, coverage=0.9, device="cpu")

@@ -54,11 +54,13 @@ class Inputs:
 
 
 def _expected(forecaster: Forecaster, frames: int | None) -> str:
-    """The shape an array input must have, as text."""
+    """The shape an array input must have, as text (one channel may leave out its axis, as everywhere)."""
     grid = [f"{forecaster.ndim} grid axes"] if forecaster.padded else [str(n) for n in forecaster.grid]
     channels = (f"1 to {len(forecaster.input_channels)} channels" if forecaster.padded
                 else str(len(forecaster.input_channels)))
-    return "(" + ", ".join(["N", *([f"T >= {frames}"] if frames else []), *grid, channels]) + ")"
+    axes = ["N", *([f"T >= {frames}"] if frames else []), *grid]
+    one = forecaster.padded or len(forecaster.input_channels) == 1
+    return f"({', '.join([*axes, channels])})" + (f" or ({', '.join(axes)}) for one channel" if one else "")
 
 
 class Window:
