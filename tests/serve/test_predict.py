@@ -14,7 +14,7 @@ from opformer.cli import build_parser
 from opformer.serve.predict import PositionWarning, predict_file
 from opformer.trust.calibration import calibrate_run
 from tests.cli.test_cli import run_cli
-from tests.trust.trust_runs import heat_run  # noqa: F401 (fixture)
+from tests.trust.trust_runs import heat_run, operator_run  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +93,37 @@ def test_the_help_and_the_docs_say_the_forecast_follows_the_last_frames_given():
            "instead)" in text("docs/layout.md")
     for name in ("README.md", "docs/training.md", "docs/trust.md", "docs/layout.md"):
         assert "by default the calibration's first frame" not in text(name)
+
+
+def test_an_npz_prediction_keeps_the_inputs_truth_beside_its_own(capsys, operator_run, tmp_path):
+    """``x`` the inputs echoed, ``y`` the predictions, and an input's true targets (``y`` beside ``x``) kept as
+    ``truth``, never replaced silently; a truth of another shape is one line."""
+    from opformer.cli import main
+
+    run, data = operator_run
+    with h5py.File(data) as f:
+        x, y = f["input"][:5], f["target"][:5]
+    np.savez(tmp_path / "xy.npz", x=x, y=y[..., 0])  # one channel: the truth may leave out its axis too
+    code, _, _ = run_cli(capsys, "predict", run, "--input", tmp_path / "xy.npz", "--output", tmp_path / "p.npz")
+    assert code == 0
+    expected = opformer.load_surrogate(run, device="cpu").predict(x)
+    with np.load(tmp_path / "p.npz") as z:
+        assert sorted(z.files) == ["truth", "x", "y"]
+        np.testing.assert_array_equal(z["x"], x)
+        np.testing.assert_array_equal(z["y"], expected)
+        np.testing.assert_array_equal(z["truth"], y)
+    with h5py.File(predict_file(run, tmp_path / "xy.npz", tmp_path / "p.h5", device="cpu")) as f:
+        np.testing.assert_array_equal(f["truth"][:], y) and np.testing.assert_array_equal(f["target"][:], expected)
+    np.savez(tmp_path / "bad.npz", x=x, y=y[:, :7])
+    assert main(["predict", str(run), "--input", str(tmp_path / "bad.npz"), "--output", str(tmp_path / "b.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("bad.npz: 'y' (the true targets beside 'x', kept as 'truth' in the output) has shape "
+                        "(5, 7, 1), expected (5, 64, 1)") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "b.npz").exists()
+
+
+def test_the_help_and_the_docs_name_the_keys_of_a_prediction():
+    assert "x the inputs, y the predictions, truth the input's true targets" in _help("predict", "--output")
+    text = " ".join((ROOT / "docs/data-format.md").read_text().split())
+    assert "| `.npz` | `x` the inputs echoed, `y` the predictions; `truth` the true targets where the input holds " \
+           "them | `fields` the forecast, `times` its frames' times |" in text

@@ -37,7 +37,9 @@ def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_
     assert not flagged[20:].any() and flagged[:20].sum() <= 2  # the calibration inputs, then train and val ones
     code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.npz", "--coverage", 0.8)
     with np.load(tmp_path / "p.npz") as z:
-        assert sorted(z.files) == ["band_half_width", "bound_relative_l2", "flagged", "x", "y"]
+        assert sorted(z.files) == ["band_half_width", "bound_relative_l2", "flagged", "truth", "x", "y"]
+        with h5py.File(data) as f:  # the input file's true targets, kept beside the predictions
+            np.testing.assert_array_equal(z["truth"], f["target"][:])
         assert np.allclose(z["bound_relative_l2"], float(calibration.quantiles(0.8)[0]))
 
 

@@ -208,8 +208,10 @@ def add_parsers(add: AddCommand) -> None:
                         "last of them), or a .npy/.npz array on the run's grid and channels ((N, *grid, C); "
                         "trajectories (N, T, *grid, C); one channel may leave out C)")
     p.add_argument("--output", required=True,
-                   help="where to write the predictions: .npy, .npz, else opformer HDF5 (trajectories: the forecast "
-                        "frames with the input's attributes, times continued)")
+                   help="where to write the predictions: .npy, .npz (operator runs: x the inputs, y the "
+                        "predictions, truth the input's true targets where it holds them; trajectories: fields, "
+                        "times), else opformer HDF5 (trajectories: the forecast frames with the input's attributes, "
+                        "times continued)")
     p.add_argument("--frames", type=int,
                    help="trajectory runs: frames to roll out after the given ones (default: as many as the run was "
                         "validated on)")

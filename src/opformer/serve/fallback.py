@@ -18,7 +18,6 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,14 +100,6 @@ class FallbackReport:
         return "\n".join(lines)
 
 
-def _truth_reader(inputs: Inputs) -> Callable[[int, int], np.ndarray] | None:
-    """The true targets of an operator HDF5 input's samples, if it holds them."""
-    data = inputs.handle  # an HDF5 input's open file
-    if data is None or inputs.info.kind != "operator" or not inputs.info.has_target:
-        return None
-    return lambda start, stop: data.read("target", (slice(start, stop),))
-
-
 class FallbackArrays:
     """What ``--tolerance`` writes beside each chunk: the bounds (``bounds``, joint over a rollout's frames),
     ``to_solver`` (1: over the tolerance; where solved, the output holds the solver's answer and the bounds of the
@@ -126,7 +117,7 @@ class FallbackArrays:
             report.reason = ("an array records no PDE" if info is None else
                              f"{inputs.path} records pde {info.pde.get('name')!r}, which opformer cannot solve "
                              "again from an input")
-        self.truth = _truth_reader(inputs)
+        self.truth = inputs.truth
         report.true_errors_known = self.truth is not None
 
     def __call__(self, given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opformer.data.readers.arrays import block, channel_last, sample_array
+from opformer.data.readers.arrays import block, channel_last, paired_targets, sample_array
 from opformer.data.readers.source import TRAJECTORY
 from opformer.data.store import DataFile, DatasetInfo, open_dataset_file
 from opformer.errors import ConfigError, DataError
@@ -41,6 +41,9 @@ class Inputs:
     member: str | None = None  # the mixture member the samples belong to, where named (``predict --member``)
     first: int = 0  # trajectories: the stored frame of the first given frame
     extra: int = 0  # trajectories: given frames before the context (for the backtest)
+    #: operator inputs: the true targets of samples ``start..stop-1`` where the file holds them (an HDF5 file's
+    #: ``/target``, an ``.npz``'s ``y`` beside ``x`` or ``target`` beside ``input``), else None
+    truth: Callable[[int, int], np.ndarray] | None = None
 
     @property
     def context_start(self) -> int:
@@ -112,9 +115,10 @@ def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | N
         raise
     channels = len(info.input_channels)
     if not trajectory:
+        truth = (lambda start, stop: data.read("target", (slice(start, stop),))) if info.has_target else None
         return Inputs(path, info.n_samples, (*info.spatial_shape, channels),
                       lambda start, stop: data.read("input", (slice(start, stop),)), info,
-                      kinds=axis_kinds(info.domain), handle=data, member=member)
+                      kinds=axis_kinds(info.domain), handle=data, member=member, truth=truth)
     try:
         frames = window.fit(path, len(info.times))
     except BaseException:
@@ -163,7 +167,8 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, me
                         f"channels of {forecaster.source})")
     if not trajectory:
         return Inputs(path, int(array.shape[0]), shape,
-                      lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member)
+                      lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member,
+                      truth=_array_truth(path, key, array, shape, forecaster))
     window = given.fit(path, shape[0])
 
     def read(start: int, stop: int) -> np.ndarray:
@@ -172,6 +177,26 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, me
     return Inputs(path, int(array.shape[0]), (forecaster.t_in + given.extra, *shape[1:]), read, None,
                   np.arange(window.stop, dtype=np.float64), stride, member=member, first=given.first,
                   extra=given.extra)
+
+
+def _array_truth(path: Path, key: str, inputs: np.ndarray, shape: tuple[int, ...], forecaster: Forecaster
+                 ) -> Callable[[int, int], np.ndarray] | None:
+    """The reader of the true targets an ``.npz`` holds beside its inputs ``key`` (:func:`paired_targets`), checked
+    against the inputs and the run in one line; None where it holds none."""
+    found = paired_targets(path, key)
+    if found is None:
+        return None
+    name, targets = found
+    channels = len(forecaster.target_channels)
+    expected = f"({len(inputs)}, {', '.join(map(str, shape[:-1]))}, {channels})"
+    fits = len(targets) == len(inputs) and targets.ndim in (len(shape), len(shape) + 1)
+    if fits:
+        target_shape = channel_last(path, name, targets, 1, len(shape) - 1, False)
+        fits = target_shape == (*shape[:-1], channels)
+    if not fits:
+        raise DataError(f"{path}: '{name}' (the true targets beside '{key}', kept as 'truth' in the output) has shape "
+                        f"{tuple(targets.shape)}, expected {expected}")
+    return lambda start, stop: block(path, name, targets, start, stop, target_shape, False)
 
 
 def forecast_times(times: np.ndarray, stride: int, n: int) -> np.ndarray:

@@ -1,8 +1,9 @@
 """The outputs of ``opformer predict``, by the output's suffix: ``.npy`` (the predictions), ``.npz`` (operator: ``x``
 the inputs, ``y`` the predictions; trajectories: ``fields`` the forecast frames, ``times`` their times), else
 opformer HDF5 (operator: the inputs and the predictions as ``target``; trajectories: the forecast frames, the
-input's attributes, times continued). Arrays computed beside the predictions (``--coverage``: the error bounds)
-are ``NAME.npy`` entries of an ``.npz`` and datasets ``/NAME`` of an HDF5 output.
+input's attributes, times continued). Arrays computed beside the predictions (``--coverage``: the error bounds;
+``truth``: the input's true targets, kept) are ``NAME.npy`` entries of an ``.npz`` and datasets ``/NAME`` of an
+HDF5 output (``docs/data-format.md``, "Predictions").
 
 Each writer takes the chunks of samples as they are predicted and writes them straight into the output's
 temporary file (an ``.npz``, a zip archive of one array after another, through memory maps beside it); the output

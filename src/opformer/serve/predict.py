@@ -103,6 +103,8 @@ class Prediction:
                 given = torch.from_numpy(np.require(inputs.read(start, stop), np.float32, ["C", "W"]))
                 pred = forecaster.rollout(given, n, inputs.kinds) if n else forecaster.predict(given)
                 arrays = {} if extras is None else extras(given, pred)  # may replace predictions (the solver's)
+                if inputs.truth is not None and self.out.suffix != ".npy":  # the input's true targets, kept
+                    arrays["truth"] = inputs.truth(start, stop)
                 yield Chunk(start, stop, given.numpy(), pred.numpy(), arrays)
                 bar.update(stop - start)
 

@@ -166,6 +166,19 @@ def sample_array(path: Path, kind: str) -> tuple[str, Any]:
     return key, array
 
 
+def paired_targets(path: Path, key: str) -> tuple[str, Any] | None:
+    """The array stored beside the inputs ``key`` of a ``.npz`` file as their targets (``y`` beside ``x``, ``target``
+    beside ``input``) and its key, if the file holds one."""
+    partner = dict(OPERATOR_KEYS).get(key)
+    if partner is None or path.suffix != ".npz":
+        return None
+    loaded = _load(path)
+    try:
+        return (partner, _member(path, loaded, partner)) if partner in loaded.files else None
+    finally:
+        loaded.close()
+
+
 def read_arrays(path: Path, kind: str = OPERATOR, keys: Sequence[str] | None = None, target: Path | None = None,
                 lengths: Sequence[float] | None = None, grid: Sequence[str] | None = None) -> Source:
     """A ``.npz`` or ``.npy`` file (and ``target``) as operator pairs or trajectories on the given domain."""
