@@ -29,6 +29,7 @@ from safetensors.torch import load_file
 
 from opformer.config import config_from_dict
 from opformer.data.store import DataFile, write_operator_dataset, write_trajectory_dataset
+from opformer.nn import dropout
 from opformer.train.trainer import Trainer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "authors_training"
@@ -115,6 +116,42 @@ def test_galerkin_burgers_training_equals_the_authors_package(tmp_path):
     ours, theirs = trained_like_the_authors("galerkin", tmp_path)
     assert moved(load_fixture("galerkin")[0]) > 1e-4
     assert max_difference(ours, theirs) < TOLERANCE
+
+
+def recorded_masks(monkeypatch, masks: torch.Tensor) -> Iterator[torch.Tensor]:
+    """opformer's dropout made to apply ``masks`` in order (each call checked: p = 0.5, the mask's shape)."""
+    queue = iter(masks)
+
+    def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
+        assert p == 0.5
+        mask = next(queue)
+        assert mask.shape == x.shape, (mask.shape, x.shape)
+        return mask.to(x.dtype)
+
+    monkeypatch.setattr(dropout, "keep_mask", keep_mask)
+    return queue
+
+
+def test_galerkin_training_with_the_authors_attention_dropout(tmp_path, monkeypatch):
+    """The same 10 steps with their attention's F.dropout kept (p = 0.5 on K^T V / n, every layer, every step) and
+    opformer's ``attention_dropout: 0.5``, both given the fixture's recorded masks."""
+    tensors, note = load_fixture("galerkin_dropout")
+    assert note["config"]["model"]["attention_dropout"] == 0.5
+    queue = recorded_masks(monkeypatch, tensors["masks"])
+    ours, theirs = trained_like_the_authors("galerkin_dropout", tmp_path)
+    assert next(queue, None) is None  # every recorded mask was used, in training steps only
+    assert max_difference(ours, theirs) < TOLERANCE
+
+
+def test_galerkin_training_without_the_dropout_differs_from_the_authors_with_it(tmp_path):
+    """Their run with its dropout is not opformer's without: the dropout case resolves the dropout."""
+    tensors, note = load_fixture("galerkin_dropout")
+    note["config"]["model"]["attention_dropout"] = 0.0
+    with float64_training():
+        trainer = trainer_for(write_data(tensors, note, tmp_path), tmp_path / "run", section(tensors, "initial"))
+        trainer.fit()
+        ours = {k: v.detach().clone() for k, v in trainer.surrogate.model.state_dict().items()}
+    assert max_difference(ours, section(tensors, "final")) > 1e-6
 
 
 def test_dpot_pretraining_equals_the_authors_train_temporal(tmp_path):
