@@ -1,16 +1,19 @@
 """opformer's trainer against the authors' own training code: from the same initial weights, on the same batches
 and noise draws, 10 optimiser steps in float64 must leave the same parameters (to 1e-10).
 
-Galerkin Transformer: the galerkin-transformer package's Burgers training (H1-regularised loss, OneCycle). DPOT:
-``train_temporal.py`` of thu-ml/DPOT (noise injection, loss, optimiser, schedule). FactFormer: BaratiLab/FactFormer's
-2D Kolmogorov latent-marching loop with pushforward and its 3D turbulence model (their windows and per-step draws
-must be opformer's too).
+Galerkin Transformer: the galerkin-transformer package's Burgers training (H1-regularised loss, OneCycle), with
+and without their attention dropout (recorded masks). DPOT: ``train_temporal.py`` of thu-ml/DPOT (noise injection,
+loss, optimiser, schedule, clipping), and a member they pad with ones, where opformer differs. FactFormer:
+BaratiLab/FactFormer's 2D Kolmogorov latent-marching loop with pushforward and its 3D turbulence model (their
+windows and per-step draws must be opformer's too), each also with non-trivial normalization statistics. Where
+their clipping binds, training without it must differ.
 
 The fixtures (``tests/fixtures/authors_training/``) were made by the generators beside them, which ran the
-authors' step code (their loss, optimiser, schedule, clipping and noise injection) on the batches opformer's
-trainer draws; each fixture's JSON names the authors' commit and the recipe. Here the trainer that
-``opformer train`` uses runs the fixture's config on the fixture's data (written to an HDF5 file as
-``opformer generate`` would), every read of it cast to float64.
+authors' own construction lines (optimiser, schedule, loss, out of their files) and step code on the batches
+opformer's trainer draws; each fixture's JSON names the authors' commit, the statements run and the recipe they
+built, from which the fixture's opformer config was made. Here the trainer that ``opformer train`` uses runs the
+fixture's config on the fixture's data (written to an HDF5 file as ``opformer generate`` would), every read of it
+cast to float64. Last, every ``configs/**/*_authors.yaml`` must hold the recipe their code builds at full size.
 """
 
 from __future__ import annotations
