@@ -320,7 +320,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: normalization statistics non-trivial: where their loss is taken), if any
 AUTHORS_CONFIGS = {
     "burgers/gt_authors.yaml": ("galerkin", None),
-    "factformer/kolmogorov_factformer_lm_authors.yaml": ("factformer_kolmogorov2d", "factformer_kolmogorov2d_normalized"),
+    "factformer/kolmogorov_factformer_lm_authors.yaml": ("factformer_kolmogorov2d",
+                                                         "factformer_kolmogorov2d_normalized"),
     "factformer/turbulence3d_factformer_lm_authors.yaml": ("factformer_turbulence3d",
                                                            "factformer_turbulence3d_normalized"),
     "factformer/smoke3d_64_factformer_lm_authors.yaml": ("factformer_smoke3d_recipe", None),
