@@ -77,6 +77,9 @@ class LossConfig:
     # trajectory data: one weight per channel, the loss sum_c w_c ||pred_c - true_c|| / ||true_c|| (norms over grid and
     # frames); None: one relative L2 over all channels together
     channel_weights: list[NonNegativeFloat] | None = None
+    # trajectory data of one file: the loss between the target normalizer's encodings of prediction and truth (the
+    # FactFormer authors' training, which normalizes its data first); false: between the data's own values
+    normalized: bool = False
 
 
 @dataclass

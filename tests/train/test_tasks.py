@@ -97,6 +97,24 @@ def test_channel_weights_fit_the_channels_of_trajectory_data(heat_file, toy_file
         OperatorTask(pairs)
 
 
+def test_normalized_loss_is_taken_on_the_normalizer_encodings(heat_file, toy_file, tiny_config):
+    """loss.normalized: the relative L2 between (x - mean) / (std + eps) of prediction and truth, so a mean moves
+    it; trajectory data of one file only."""
+    config = heat_config(heat_file)
+    config.loss.normalized = True
+    task = TrajectoryTask(config)
+    normalizer = torch.nn.Module()
+    normalizer.encode = lambda x: (x - 1.5) / 2.0
+    plain = task.metric
+    task.normalize_loss(normalizer)
+    pred, truth = torch.full((1, 2, 2, 1), 2.0), torch.full((1, 2, 2, 1), 3.0)
+    assert plain(pred, truth).item() == pytest.approx(1 / 3)  # |2 - 3| / |3|
+    assert task.metric(pred, truth).item() == pytest.approx(1 / 3 * 2)  # |0.25 - 0.75| / |0.75|
+    pairs = config_from_dict({**tiny_config(toy_file), "loss": {"normalized": True}})
+    with pytest.raises(ConfigError, match="^loss.normalized: true is for trajectory data of one file"):
+        OperatorTask(pairs)
+
+
 def test_trajectory_task_checks_the_models_window_sizes(heat_file):
     task = TrajectoryTask(heat_config(heat_file))
     wrong = surrogate_for(task, {"name": "fno2d_time", "t_in": 4, "t_out": 2, "width": 4, "modes": 2,

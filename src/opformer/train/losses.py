@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -28,6 +28,13 @@ def channel_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, wei
     used = w > 0
     ratio = torch.where(used, diff / torch.where(used, norm, 1), 1)  # 1, not 0: sqrt's gradient at 0 is inf
     return (ratio.sqrt() * w).sum(dim=1)
+
+
+def normalized_metric(metric: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                      encode: Callable[[torch.Tensor], torch.Tensor]
+                      ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``metric`` between ``encode(pred)`` and ``encode(target)`` (``encode``: a fitted normalizer's)."""
+    return lambda pred, target: metric(encode(pred), encode(target))
 
 
 class H1RelativeLoss(nn.Module):

@@ -32,7 +32,7 @@ from opformer.eval.metrics import (NOISE_SEED_OFFSETS, masked_relative_l2_per_sa
 from opformer.kinds import TRAJECTORY
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part
-from opformer.train.losses import H1RelativeLoss, channel_relative_l2_per_sample, relative_l2
+from opformer.train.losses import H1RelativeLoss, channel_relative_l2_per_sample, normalized_metric, relative_l2
 from opformer.train.strategies import (Metric, StepDraws, add_relative_noise, draw_noise, draw_windows,
                                        drawn_window_loss)
 
@@ -122,6 +122,13 @@ def _check_channel_weights(config: RunConfig, channels: int | None) -> None:
         raise ConfigError(f"loss.channel_weights: {weights} does not fit {wanted}")
 
 
+def _check_no_normalized_loss(config: RunConfig) -> None:
+    """``loss.normalized`` is for trajectory data of one file."""
+    if config.loss.normalized:
+        raise ConfigError("loss.normalized: true is for trajectory data of one file (rollout training); "
+                          "set it to false")
+
+
 def _check_trajectory_config(config: RunConfig) -> None:
     """Keys of operator data are errors with trajectory data (a file or a mixture)."""
     data = config.data
@@ -138,6 +145,7 @@ class OperatorTask:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         data = config.data
+        _check_no_normalized_loss(config)
         self.options = split_options(dataclasses.asdict(data))
         info = read_info(data.path)
         layout = PairLayout.of(info, data.resolution, self.options["target_resolution"], self.options["direction"])
@@ -257,6 +265,12 @@ class TrajectoryTask:
         self.eval_frames = rollout.eval_frames or self.val.n_times - rollout.t_in
         self.val.check_window(rollout.t_in, self.eval_frames, "rollout")
 
+    def normalize_loss(self, normalizer: torch.nn.Module) -> None:
+        """With ``loss.normalized``: the training loss between ``normalizer``'s encodings of prediction and truth
+        (the surrogate's fitted target normalizer)."""
+        if self.config.loss.normalized:
+            self.metric = normalized_metric(self.metric, normalizer.encode)
+
     def spec_data(self) -> dict[str, Any]:
         """The data signature stored in the surrogate's spec, with the window sizes."""
         rollout = self.config.rollout
@@ -346,6 +360,7 @@ class MixtureTask:
                               "channel statistics would mix members and padding")
         _check_trajectory_config(config)
         _check_channel_weights(config, None)
+        _check_no_normalized_loss(config)
         if rollout.strategy != "one_step" or rollout.windows != "all":
             raise ConfigError("rollout.strategy/windows: a mixture trains one_step on data.windows_per_epoch "
                               f"random windows, not {rollout.strategy} with windows {rollout.windows}")

@@ -84,6 +84,8 @@ class Trainer:
         if config.init.checkpoint and not (self.run_dir / "last.pt").is_file():  # resumed: its own weights
             self.init_note = initialize(self.surrogate.model, config.init)
         fit_together(self.task.normalizer_chunks(), self.surrogate.input_normalizer, self.surrogate.target_normalizer)
+        if config.loss.normalized:  # the other tasks refuse it
+            self.task.normalize_loss(self.surrogate.target_normalizer)
         self.surrogate.to(self.device)
         set_matmul_precision(config.train.matmul_precision)
         self.model = self.context.wrap(self.surrogate)  # what the training steps call
