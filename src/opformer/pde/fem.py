@@ -35,13 +35,16 @@ def loop_segments(start: int, count: int) -> np.ndarray:
 
 
 def triangulate(loops: list[np.ndarray], holes: list[tuple[float, float]], max_area: float,
-                min_angle: float = 30.0) -> tuple[np.ndarray, np.ndarray]:
+                min_angle: float = 30.0, regions: list[tuple[float, float, float]] = ()
+                ) -> tuple[np.ndarray, np.ndarray]:
     """A quality Delaunay triangulation ``(points (n, 2), triangles (m, 3))`` of the region bounded by the closed
     polygons ``loops`` (each ``(k, 2)``, not repeating its first vertex), with a point inside each hole.
 
     The loops' vertices are kept as given and no point is added on the boundary (triangle's ``Y``), so a curved
     boundary is exactly as fine as its polygon; inside, triangles are at most ``max_area`` with angles of at
-    least ``min_angle`` degrees, graded from the boundary's spacing. Triangles are counter-clockwise."""
+    least ``min_angle`` degrees, graded from the boundary's spacing; ``regions`` ``(x, y, area)`` give the part
+    of the domain around ``(x, y)`` (bounded by the loops) its own largest area. The output's first vertices are
+    the loops', in order. Triangles are counter-clockwise."""
     _, triangle = fem_libraries()
     vertices = np.concatenate(loops)
     starts = np.cumsum([0] + [len(loop) for loop in loops[:-1]])
@@ -49,7 +52,11 @@ def triangulate(loops: list[np.ndarray], holes: list[tuple[float, float]], max_a
     geometry = {"vertices": vertices, "segments": segments}
     if holes:
         geometry["holes"] = np.asarray(holes, dtype=np.float64)
-    mesh = triangle.triangulate(geometry, f"pq{min_angle:g}Ya{max_area:.12g}")
+    switches = f"pq{min_angle:g}Ya{max_area:.12g}"
+    if regions:
+        geometry["regions"] = np.array([[x, y, k, area] for k, (x, y, area) in enumerate(regions)])
+        switches += "a"
+    mesh = triangle.triangulate(geometry, switches)
     points, cells = np.asarray(mesh["vertices"], dtype=np.float64), np.asarray(mesh["triangles"], dtype=np.int64)
     p = points[cells]
     turn = (p[:, 1, 0] - p[:, 0, 0]) * (p[:, 2, 1] - p[:, 0, 1]) - (p[:, 1, 1] - p[:, 0, 1]) * (p[:, 2, 0] - p[:, 0, 0])
