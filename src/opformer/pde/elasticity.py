@@ -235,7 +235,7 @@ def element_dofs(element, mesh) -> np.ndarray:
     return nodal.T
 
 
-def generate_elasticity(samples: int, resolution: int = 24, seed: int = 0, progress=None, first: int = 0,
+def generate_elasticity(samples: int, resolution: int = 28, seed: int = 0, progress=None, first: int = 0,
                         traction: float = 100.0, young: float = 1.0, poisson: float = 0.45
                         ) -> tuple[list[MeshSample], dict]:
     """``samples`` unit cells with random voids (Geo-FNO's elasticity set, linear material), sample ``i`` from
