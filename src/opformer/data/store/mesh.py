@@ -28,7 +28,7 @@ from opformer.data.store.write import WRITE_BYTES, seal, store_attrs
 from opformer.errors import ConfigError, DataError
 from opformer.io import atomic_replace
 from opformer.kinds import MESH, OPERATOR, TRAJECTORY
-from opformer.meshes import CELL_VERTICES, MeshSample
+from opformer.meshes import CELL_VERTICES, MeshSample, structured_quads
 
 #: The fewest rows of a stored chunk of per-point data (a chunk is about one sample of the first's size).
 MIN_CHUNK_ROWS = 256
@@ -78,6 +78,7 @@ class _MeshWriter:
         self.channels: dict[str, int] = {}
         self.low = self.high = None
         self.buffered = 0
+        self.implicit = False  # the cells are the quads of each sample's index grid: stored as the shape alone
 
     def _fail(self, i: int, what: str) -> DataError:
         return DataError(f"{self.path}: sample {i}: {what}")
@@ -137,7 +138,10 @@ class _MeshWriter:
         if sorted(sample.settings) != sorted(first.settings):
             raise self._fail(i, f"settings {sorted(sample.settings)}, the first sample's {sorted(first.settings)}")
         if self.first is None:
+            self.implicit = _index_quads(sample)
             self._create(sample, n)
+        elif self.implicit and not _index_quads(sample):
+            raise self._fail(i, "cells are not the quads of its index shape, as the first sample's are")
         self.columns[POINTS].add(points)
         self.columns[WEIGHTS].add(weights)
         self.low = points.min(0) if self.low is None else np.minimum(self.low, points.min(0))
@@ -147,7 +151,7 @@ class _MeshWriter:
                 (FIELDS, values),):
             if name in self.columns:
                 self.columns[name].add(np.concatenate(parts, axis=-1))
-        if sample.cells is not None:
+        if sample.cells is not None and not self.implicit:
             self.columns[CELLS].add(np.asarray(sample.cells))
             self.cell_offsets.append(self.cell_offsets[-1] + len(sample.cells))
         if sample.shape is not None:
@@ -174,7 +178,7 @@ class _MeshWriter:
                 self.columns[INPUT] = _Columns(self.f, INPUT, (c_in,), np.float32, rows)
             if c_out:
                 self.columns[TARGET] = _Columns(self.f, TARGET, (c_out,), np.float32, rows)
-        if sample.cells is not None:
+        if sample.cells is not None and not self.implicit:
             k = CELL_VERTICES[sample.cell_kind]
             self.columns[CELLS] = _Columns(self.f, CELLS, (k,), np.int64, max(len(sample.cells), MIN_CHUNK_ROWS))
 
@@ -190,7 +194,7 @@ class _MeshWriter:
         self.flush()
         samples = len(self.offsets) - 1
         small = {OFFSETS: np.asarray(self.offsets, np.int64)}
-        if self.first.cells is not None:
+        if self.first.cells is not None and not self.implicit:
             small[CELL_OFFSETS] = np.asarray(self.cell_offsets, np.int64)
         if self.shapes:
             small[INDEX_SHAPE] = np.asarray(self.shapes, np.int64)
@@ -207,9 +211,18 @@ class _MeshWriter:
                 "targets": [[name, self.channels[name]] for name in self.targets],
                 "cell_kind": self.first.cell_kind if self.first.cells is not None else None,
                 "weights_from": self.first.weights_from, "structured": bool(self.shapes),
+                "cells_from_shape": self.implicit,
                 "settings": sorted(self.first.settings), "samples": samples, "points": int(self.offsets[-1])}
         domain = {"lengths": (self.high - self.low).tolist(), "periodic": [False] * d, "origin": self.low.tolist()}
         return {"mesh": mesh, "domain": domain}
+
+
+def _index_quads(sample: MeshSample) -> bool:
+    """Whether a sample's cells are the quads of its 2D index grid (:func:`structured_quads`)."""
+    shape, cells = sample.shape, sample.cells
+    return (cells is not None and shape is not None and len(shape) == 2 and sample.cell_kind == "quad"
+            and np.shape(cells) == ((shape[0] - 1) * (shape[1] - 1), 4)
+            and np.array_equal(cells, structured_quads(tuple(shape))))
 
 
 def write_mesh_dataset(path: str | os.PathLike, samples: Iterable[MeshSample], *, inputs: list[str],
@@ -266,7 +279,7 @@ class MeshFile:
                 raise DataError(f"{self.data.path}: holds {self.info.kind} data on a grid, not mesh data")
             self.offsets = self._offsets(OFFSETS, self.info.mesh["points"])
             self.cell_offsets = (self._offsets(CELL_OFFSETS, len(self.data.dataset(CELLS)))
-                                 if self.info.mesh["cell_kind"] else None)
+                                 if self.info.mesh["cell_kind"] and not self.info.mesh["cells_from_shape"] else None)
             self.index_shape = self.data.read(INDEX_SHAPE) if self.info.mesh["structured"] else None
             self.settings = self.data.read(SETTINGS) if self.info.mesh["settings"] else None
         except BaseException:
@@ -339,6 +352,8 @@ class MeshFile:
         shape = tuple(int(s) for s in self.index_shape[i]) if self.index_shape is not None else None
         if shape is not None and math.prod(shape) != n:
             raise DataError(f"{self.path}: '/{INDEX_SHAPE}' of sample {i} is {shape}, not of its {n} points (corrupt)")
+        if mesh["cells_from_shape"]:
+            cells = structured_quads(shape)
         settings = dict(zip(mesh["settings"], self.settings[i].tolist())) if self.settings is not None else {}
         return MeshSample(points=self.rows(POINTS, i), fields=fields, cells=cells, cell_kind=mesh["cell_kind"],
                           weights=self.rows(WEIGHTS, i), weights_from=mesh["weights_from"], shape=shape,

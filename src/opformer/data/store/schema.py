@@ -187,10 +187,10 @@ def _mesh_shape(data: DataFile, attrs: dict[str, Any]) -> tuple[int, tuple[int, 
         task, dim, cell_kind = mesh["task"], int(mesh["dim"]), mesh["cell_kind"]
         rows, samples = int(mesh["points"]), int(mesh["samples"])
         inputs, targets = [(str(n), int(c)) for n, c in mesh["inputs"]], [(str(n), int(c)) for n, c in mesh["targets"]]
-        mesh["weights_from"], mesh["structured"], list(mesh["settings"])
+        mesh["weights_from"], mesh["structured"], mesh["cells_from_shape"], list(mesh["settings"])
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{path}: attribute 'mesh' lacks task, dim, points, samples, inputs, targets, cell_kind, "
-                        "weights_from, structured or settings") from None
+                        "weights_from, structured, cells_from_shape or settings") from None
     c_in, c_out = sum(c for _, c in inputs), sum(c for _, c in targets)
     expected = {POINTS: (rows, dim), WEIGHTS: (rows,), OFFSETS: (samples + 1,)}
     if task == TRAJECTORY:
@@ -201,7 +201,7 @@ def _mesh_shape(data: DataFile, attrs: dict[str, Any]) -> tuple[int, tuple[int, 
         expected.update({TARGET: (rows, c_out)} if TARGET in data else {})
     else:
         raise DataError(f"{path}: mesh task {task!r}: expected {OPERATOR} or {TRAJECTORY}")
-    if cell_kind is not None:
+    if cell_kind is not None and not mesh["cells_from_shape"]:
         expected.update({CELLS: (data.dataset(CELLS).shape[0], CELL_VERTICES.get(cell_kind, -1)),
                          CELL_OFFSETS: (samples + 1,)})
     if mesh["structured"]:
