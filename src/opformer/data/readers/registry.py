@@ -17,6 +17,7 @@ from opformer.grids import GRID_KINDS
 from opformer.data.readers.arrays import read_arrays
 from opformer.data.readers.fno_mat import read_fno_mat
 from opformer.data.readers.geo_fno import read_geo_fno
+from opformer.data.readers.mesh_files import read_mesh_files
 from opformer.data.readers.neuraloperator import read_neuraloperator_data
 from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
@@ -75,6 +76,9 @@ OPTIONS = {
     "target": Option("the .npy file of targets when SRC is a .npy of inputs", Path),
     "lengths": Option("the domain's length along each spatial axis, comma-separated; "
                       "their number is the number of spatial axes (default 1,1)", _lengths),
+    "inputs": Option("the point fields that are the operator's input, comma-separated (default none: the "
+                     "coordinates alone)", _names),
+    "targets": Option("the point fields to predict, comma-separated", _names),
     "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
                    "periodic, neuraloperator nodes, the-well periodic where its boundary is, else cells)", _grid),
 }
@@ -110,6 +114,9 @@ READERS = {
                        many=True),
     "geo-fno": Reader(read_geo_fno, "Geo-FNO's mesh benchmarks (the files of one): elasticity Random_UnitCell_*.npy, "
                       "airfoil NACA_Cylinder_X/Y/Q.npy, pipe Pipe_X/Y/Q.npy, plasticity plas_N987_T20.mat", many=True),
+    "mesh": Reader(read_mesh_files, "users' meshes with point data through meshio (VTU, XDMF, Gmsh MSH, ...): a file "
+                   "per sample, or per trajectory a folder of frames or an XDMF time series", ("kind", "inputs", "targets"),
+                   many=True),
 }
 
 
