@@ -153,3 +153,35 @@ def test_every_damaged_copy_reads_exactly_or_is_one_data_error(tmp_path, fault):
             assert all(np.array_equal(a, b) for x, y in zip(got, expected) for a, b in zip(x, y))
             outcomes["same"] += 1
     assert outcomes["error"] > 0
+
+
+def test_convert_opformer_rewrites_a_mesh_file_and_verify_checks_it(tmp_path, capsys):
+    from opformer.cli import main
+
+    times = [0.0, 1.0]
+    path = write(tmp_path / "t.h5", mesh_samples((9, 12), times=times), times=times, seed=7)
+    assert main(["convert", "opformer", str(path), "--out", str(tmp_path / "copy.h5")]) == 0
+    assert main(["verify", str(path), str(tmp_path / "copy.h5")]) == 0
+    assert capsys.readouterr().out.count(": ok") == 2
+    old, new = read_info(path), read_info(tmp_path / "copy.h5")
+    assert (new.mesh, new.times, new.seed, new.pde) == (old.mesh, old.times, 7, old.pde)
+    for a, b in zip(read_mesh_samples(path, [0, 1]), read_mesh_samples(tmp_path / "copy.h5", [0, 1])):
+        assert np.array_equal(a.points, b.points) and np.array_equal(a.fields["u"], b.fields["u"])
+        assert np.array_equal(a.cells, b.cells) and a.settings == b.settings
+
+
+def test_structured_quads_are_stored_as_the_shape_and_must_stay_so(tmp_path):
+    from opformer.meshes import structured_quads
+
+    x = np.stack(np.meshgrid(np.linspace(0, 1, 4), np.linspace(0, 2, 3), indexing="ij"), -1).reshape(-1, 2)
+    good = MeshSample(points=x, fields={"u": x[:, 0]}, cells=structured_quads((4, 3)), cell_kind="quad", shape=(4, 3))
+    path = write_mesh_dataset(tmp_path / "q.h5", [good, good], inputs=[], targets=["u"], pde="q", settings={})
+    assert read_info(path).mesh["cells_from_shape"]
+    with h5py.File(path) as f:
+        assert "cells" not in f  # rebuilt from the index shape on reading
+    back = read_mesh_samples(path, [1])[0]
+    assert np.array_equal(back.cells, good.cells) and back.weights.sum() == pytest.approx(2.0)
+    other = MeshSample(points=x, fields={"u": x[:, 0]}, cells=structured_quads((4, 3))[:, ::-1], cell_kind="quad",
+                       shape=(4, 3))
+    with pytest.raises(DataError, match="sample 1: cells are not the quads of its index shape"):
+        write_mesh_dataset(tmp_path / "r.h5", [good, other], inputs=[], targets=["u"], pde="q", settings={})

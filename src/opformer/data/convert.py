@@ -49,7 +49,7 @@ def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLik
                   "converted_from": names[0] if len(names) == 1 else names, **source.solver}
         path = write_mesh_dataset(out, source.read(count), inputs=source.inputs, targets=source.targets,
                                   pde=source.pde, settings=source.settings, times=source.times, solver=solver,
-                                  seed=UNKNOWN_SEED, force=True)
+                                  seed=UNKNOWN_SEED if source.seed is None else source.seed, force=True)
         return path, count
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = [atomic_path(out, ".scratch") for _ in source.shapes]

@@ -83,6 +83,7 @@ class MeshSource:
     times: np.ndarray | None = None
     kind: str = MESH
     every_sample: bool = False
+    seed: int | None = None
 
 
 def domain(lengths: Sequence[float], kinds: Sequence[str]) -> dict[str, list]:
