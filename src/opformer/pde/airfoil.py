@@ -203,7 +203,8 @@ def generate_airfoil(samples: int, resolution: int = 96, seed: int = 0, progress
                      ) -> tuple[list[MeshSample], dict]:
     """``samples`` NACA 4-digit airfoils (chord 1) with camber, its position and thickness drawn uniformly from
     ``CAMBER``, ``CAMBER_POSITION``, ``THICKNESS`` and the angle of attack from ``[-max_alpha, max_alpha]``
-    degrees; ``resolution`` vertices on the airfoil. Sample ``i`` from
+    degrees; ``resolution`` vertices on the airfoil. Each sample's fields: ``freestream`` (the free-stream
+    velocity at every vertex: the input that tells the angle), ``velocity`` and ``pressure``. Sample ``i`` from
     ``SeedSequence(seed).spawn(first + samples)[first + i]``; ``(samples, settings)``."""
     if int(resolution) != resolution or resolution < 16 or resolution % 2:
         raise ConfigError(f"resolution={resolution} is invalid: expected an even integer >= 16 (airfoil vertices)")
@@ -223,7 +224,9 @@ def generate_airfoil(samples: int, resolution: int = 96, seed: int = 0, progress
         flow = solve_airfoil(airfoil, speed, np.radians(alpha), density, far_radius, far_points)
         out.append(MeshSample(
             points=flow["points"], cells=flow["cells"], cell_kind="triangle",
-            fields={"velocity": flow["velocity"], "pressure": flow["pressure"][:, None]},
+            fields={"freestream": np.tile([speed * np.cos(np.radians(alpha)), speed * np.sin(np.radians(alpha))],
+                                          (len(flow["points"]), 1)),
+                    "velocity": flow["velocity"], "pressure": flow["pressure"][:, None]},
             settings={"camber": camber, "camber_position": position, "thickness": thickness, "alpha": alpha,
                       "circulation": flow["gamma"], "lift": flow["lift"]}))
         if progress is not None:

@@ -5,7 +5,8 @@ The unit cell (Li et al. 2022, Geo-FNO, Sec. 4.1) is ``[0, 1]^2`` with a void at
 with the angle: ``r(theta) = 0.2 + 0.2 / (1 + exp(g(theta)))``, ``g`` a periodic Gaussian random field on the
 circle with covariance ``4^2 (-d^2/dtheta^2 + 3^2)^-1``, stored, as Geo-FNO's ``Random_UnitCell_rr_10.npy``
 stores it, as 42 radii at the angles ``2 pi k / 42`` (the settings ``radius_00`` ... ``radius_41``); the
-boundary between them is their trigonometric interpolant. The bottom edge is clamped and the top edge pulled
+boundary between them is their trigonometric interpolant. (The field's law is the paper's as we read it;
+``../shared/spec/mesh.md`` confirms only the 42 radii, and it is not checked against the published radii.) The bottom edge is clamped and the top edge pulled
 by the traction ``(0, traction)``; the other edges and the void are free.
 
 The material is **linear** (Hooke's law with Lame constants from ``young``, ``poisson``, plane strain), not
@@ -214,25 +215,16 @@ def unit_cell_mesh(radii: np.ndarray, resolution: int) -> tuple[np.ndarray, np.n
 
 def unit_cell_sample(radii: np.ndarray, resolution: int, traction: float, young: float,
                      poisson: float) -> MeshSample:
-    """One unit cell solved: its mesh, ``stress`` (n, 3), ``von_mises`` (n, 1) and ``displacement`` (n, 2)."""
+    """One unit cell solved: its mesh, ``stress`` (n, 3) and ``von_mises`` (n, 1)."""
     points, cells = unit_cell_mesh(radii, resolution)
     edge = 1e-9
     mesh, element, u = solve_elasticity(
         points, cells, young=young, poisson=poisson, fixed=[(None, lambda x: x[1] < edge)],
         tractions=[(lambda x: x[1] > 1 - edge, lambda x: np.stack([0 * x[0], traction + 0 * x[0]]))])
     stress = vertex_stress(mesh, element, u, young, poisson)
-    displacement = u[element_dofs(element, mesh)]
     return MeshSample(points=points, cells=cells, cell_kind="triangle",
-                      fields={"von_mises": von_mises(stress, poisson)[:, None], "stress": stress,
-                              "displacement": displacement},
+                      fields={"von_mises": von_mises(stress, poisson)[:, None], "stress": stress},
                       settings={f"radius_{k:02d}": float(r) for k, r in enumerate(radii)})
-
-
-def element_dofs(element, mesh) -> np.ndarray:
-    """``(n, 2)``: the indices of a vector Lagrange function's x and y values at the mesh's vertices."""
-    skfem, _ = fem_libraries()
-    nodal = skfem.Basis(mesh, element).nodal_dofs  # (2, n) for a vector element
-    return nodal.T
 
 
 def generate_elasticity(samples: int, resolution: int = 28, seed: int = 0, progress=None, first: int = 0,

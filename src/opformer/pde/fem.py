@@ -42,7 +42,8 @@ def triangulate(loops: list[np.ndarray], holes: list[tuple[float, float]], max_a
 
     The loops' vertices are kept as given and no point is added on the boundary (triangle's ``Y``), so a curved
     boundary is exactly as fine as its polygon; inside, triangles are at most ``max_area`` with angles of at
-    least ``min_angle`` degrees, graded from the boundary's spacing; ``regions`` ``(x, y, area)`` give the part
+    least ``min_angle`` degrees (a cell on a boundary edge cannot be smaller than that edge allows), graded from
+    the boundary's spacing; ``regions`` ``(x, y, area)`` give the part
     of the domain around ``(x, y)`` (bounded by the loops) its own largest area. The output's first vertices are
     the loops', in order. Triangles are counter-clockwise."""
     _, triangle = fem_libraries()
