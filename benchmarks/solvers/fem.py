@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, quantity_table, table_head, \
-    write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, table_head, write_results
 from opformer.pde.airfoil import generate_airfoil, solve_joukowski
 from opformer.pde.elasticity import generate_elasticity, solve_kirsch
 from opformer.pde.heat_mesh import generate_heat_mesh

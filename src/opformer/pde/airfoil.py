@@ -5,9 +5,11 @@ The velocity is ``(u, v) = (d psi / dy, -d psi / dx)`` with ``lap psi = 0`` outs
 on it (the surface is a streamline) and the free stream's ``U (y cos alpha - x sin alpha)`` on a far circle.
 The constant on the airfoil is the circulation's degree of freedom: ``psi = psi_0 + k psi_1``, ``psi_0`` with
 0 on the airfoil, ``psi_1`` 1 there and 0 far away, and ``k`` chosen by the Kutta condition, the flow leaving the
-trailing edge smoothly: the velocity near the trailing edge stays finite. In discrete form ``k`` minimises the
-kinetic energy ``integral |grad psi|^2`` over the cells within a small radius of the trailing edge, a quadratic
-in ``k`` (with another ``k`` the velocity there grows like ``r^(-1/2)`` or faster, whose energy this picks up).
+trailing edge smoothly (with any other ``k`` the velocity there is infinite): the airfoil's streamline
+``psi = k`` then leaves the trailing edge along the bisector of its surfaces, so in discrete form
+``psi_0(p) + k psi_1(p) = k`` at the point ``p`` one boundary spacing behind the trailing edge on that bisector
+(:func:`wake_point`), which fixes ``k``. (Minimising the kinetic energy near the trailing edge over ``k`` was
+tried first: it did not converge monotonically under refinement.)
 P2 elements on a triangle mesh graded from the airfoil (``triangle``); velocity and pressure (Bernoulli:
 ``p = p_inf + rho (U^2 - |u|^2) / 2``, ``p_inf = 0``) at the mesh's vertices.
 
