@@ -29,6 +29,9 @@ DEFAULTS = {
     "smoke": {"resolution": 64, "solve_resolution": None},
     "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
     "smoke3d": {"resolution": 64},
+    "elasticity": {"resolution": 28, "traction": 100.0, "young": 1.0, "poisson": 0.45},
+    "airfoil": {"resolution": 96, "speed": 1.0, "max_alpha": 10.0, "density": 1.0, "far_radius": 20.0},
+    "heat-mesh": {"resolution": 64, "diffusivity": 0.1, "t_final": 1.0, "frame_dt": 0.05, "dt": 0.01},
 }
 
 
@@ -53,18 +56,19 @@ def test_defaults_are_the_generators_and_the_help_shows_them(capsys):
     with pytest.raises(SystemExit):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert ("stored grid points per axis (default: burgers 8192; darcy 421 nodes, boundary included; "
-            "navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; diffusion-reaction 64; "
-            "compressible-ns 64; smoke 64; smoke-conditioned 64; smoke3d 64)") in text
+    assert ("stored grid points per axis, or what a mesh generator counts (default: burgers 8192; darcy 421 "
+            "nodes, boundary included; navier-stokes 64; kolmogorov 64; turbulence3d 32; shallow-water 64; "
+            "diffusion-reaction 64; compressible-ns 64; smoke 64; smoke-conditioned 64; smoke3d 64; elasticity 28 "
+            "segments on an edge of the cell; airfoil 96 airfoil vertices; heat-mesh 64 boundary vertices)") in text
     assert "--viscosity VISCOSITY burgers: viscosity (default: 0.1/(2 pi))" in text
     assert "--nu NU navier-stokes: viscosity (default: 0.001)" in text
     assert flag_help("t_final") == ("burgers, navier-stokes, kolmogorov, turbulence3d, shallow-water, "
-                                    "diffusion-reaction, compressible-ns: last stored time (default: burgers 1; "
-                                    "navier-stokes 50; kolmogorov 10; turbulence3d 1; shallow-water 1; "
-                                    "diffusion-reaction 5; compressible-ns 1)")
-    assert ("--dt DT burgers, navier-stokes, kolmogorov, turbulence3d, diffusion-reaction: the solver's largest time "
-            "step (default: burgers 0.001; navier-stokes 1.28 / the solve grid; kolmogorov 0.001 x 256 / the solve "
-            "grid; turbulence3d 0.02; diffusion-reaction 0.0025)") in text
+                                    "diffusion-reaction, compressible-ns, heat-mesh: last stored time (default: "
+                                    "burgers 1; navier-stokes 50; kolmogorov 10; turbulence3d 1; shallow-water 1; "
+                                    "diffusion-reaction 5; compressible-ns 1; heat-mesh 1)")
+    assert ("--dt DT burgers, navier-stokes, kolmogorov, turbulence3d, diffusion-reaction, heat-mesh: the solver's "
+            "largest time step (default: burgers 0.001; navier-stokes 1.28 / the solve grid; kolmogorov 0.001 x 256 / "
+            "the solve grid; turbulence3d 0.02; diffusion-reaction 0.0025; heat-mesh 0.01)") in text
     assert "--reynolds REYNOLDS kolmogorov: Reynolds number (nu = 1 / Re) (default: 1000)" in text
 
 
@@ -112,6 +116,11 @@ def test_darcy_nu_names_the_flag_and_its_pde(capsys, tmp_path):
     ("compressible-ns", {"eta": -0.1}, "--eta -0.1: expected a non-negative viscosity"),
     ("kolmogorov", {"resolution": 16, "solve_resolution": 24},
      "--solve-resolution 24: expected a multiple of the stored resolution 16"),
+    ("elasticity", {"resolution": 7}, "--resolution 7: expected a number of segments on an edge >= 8"),
+    ("airfoil", {"resolution": 33}, "--resolution 33: expected an even number of airfoil vertices >= 16"),
+    ("elasticity", {"poisson": 0.5}, "--poisson 0.5: expected a ratio in [0, 0.5)"),
+    ("airfoil", {"max_alpha": 40.0}, "--max-alpha 40.0: expected an angle in [0, 30) degrees"),
+    ("heat-mesh", {"diffusivity": 0.0}, "--diffusivity 0.0: expected a positive diffusivity"),
     ("heat", {}, "pde 'heat': expected one of burgers, darcy, navier-stokes, kolmogorov, turbulence3d, shallow-water"),
     ("burgers", {"dx": 0.1}, "dx: not a setting of opformer generate (expected one of resolution, viscosity"),
 ])

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from opformer.data.generation_chunks import GenerationChunks
-from opformer.data.store import write_operator_dataset, write_trajectory_dataset
+from opformer.data.store import write_mesh_dataset, write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError
 from opformer.grids import PERIODIC
-from opformer.kinds import OPERATOR
+from opformer.kinds import MESH, OPERATOR
 from opformer.pde.registry import PDE, lookup
 from opformer.runtime import retain_freed_memory
 
@@ -45,6 +45,8 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
     chunk = chunk or entry.chunk
     parts = GenerationChunks(out, {"pde": pde, "samples": samples, "chunk": chunk, **settings, "seed": seed})
     firsts = range(0, samples, chunk)
+    if entry.kind == MESH:
+        return _generate_mesh(entry, pde, out, samples, firsts, chunk, parts, seed, progress, settings)
     for first in firsts:
         count = min(chunk, samples - first)
         if not parts.exists(first):
@@ -59,6 +61,30 @@ def generate_file(pde: str, out: str | os.PathLike, samples: int, *, seed: int =
                                     solver=meta["solver"], domain=_domain(entry, meta, blocks[0].ndim - 3),
                                     seed=seed, channels=list(meta["pde"]["channels"]))
     del blocks
+    parts.remove()
+    return path
+
+
+def _generate_mesh(entry: PDE, pde: str, out: str | os.PathLike, samples: int, firsts: range, chunk: int,
+                   parts: GenerationChunks, seed: int, progress: Callable[[int], None] | None,
+                   settings: dict[str, Any]) -> Path:
+    """A mesh generator's samples solved a chunk at a time (each kept as a mesh file until all are done), then
+    written to ``out`` a sample at a time: operator pairs, or trajectories where the settings hold ``times``."""
+    inputs, targets = entry.channels
+    for first in firsts:
+        count = min(chunk, samples - first)
+        if not parts.exists(first):
+            block, meta = entry.generator(count, first=first, seed=seed, progress=progress, **settings)
+            parts.save_samples(first, block, meta, inputs + targets)
+            del block
+        elif progress is not None:
+            progress(count)
+    meta = parts.meta()
+    times = meta["pde"].get("times")
+    path = write_mesh_dataset(out, (sample for first in firsts for sample in parts.samples(first)), inputs=inputs,
+                              targets=targets, pde=pde, times=times, solver=meta["solver"], seed=seed, force=True,
+                              settings={key: value for key, value in meta["pde"].items()
+                                        if key not in ("name", "times")})
     parts.remove()
     return path
 

@@ -2,8 +2,9 @@
 
 Chunks live in the hidden folder ``.<out name>.parts/`` next to the output file: ``key.json`` (the settings that
 produced them), ``meta.json`` (the solver's metadata) and one ``<first sample>.npy`` per chunk, each written to a
-temporary name and renamed; a chunk whose metadata lists values per sample (``meta["pde"]["per_sample"]``) keeps
-them in ``<first sample>.json``, written before its array. A rerun with the same settings reuses the chunks; with
+temporary name and renamed (a chunk of mesh samples: the mesh file ``<first sample>.h5``, written atomically);
+a chunk whose metadata lists values per sample (``meta["pde"]["per_sample"]``) keeps them in
+``<first sample>.json``, written before its array. A rerun with the same settings reuses the chunks; with
 other settings it starts over. The folder is removed once the output file is written.
 """
 
@@ -13,11 +14,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from opformer.data.store import MeshFile, write_mesh_dataset
 from opformer.io import atomic_replace, write_atomic
+from opformer.meshes import MeshSample
 
 #: The key of ``settings["pde"]`` holding values drawn per sample (``{name: [value per sample]}``).
 PER_SAMPLE = "per_sample"
@@ -47,8 +51,25 @@ class GenerationChunks:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False) if path.exists() else None
 
     def exists(self, first: int) -> bool:
-        """Whether the chunk starting at sample ``first`` is stored."""
-        return self._chunk(first).exists()
+        """Whether the chunk starting at sample ``first`` is stored (an array, or mesh samples)."""
+        return self._chunk(first).exists() or self._mesh_chunk(first).exists()
+
+    def _mesh_chunk(self, first: int) -> Path:
+        return self.folder / f"{first:08d}.h5"
+
+    def save_samples(self, first: int, samples: list[MeshSample], meta: dict[str, Any], fields: list[str]) -> None:
+        """Store the mesh samples of the chunk starting at sample ``first`` (their ``fields``) as a mesh file, and
+        the solver metadata."""
+        write_mesh_dataset(self._mesh_chunk(first), samples, inputs=[], targets=fields, pde="chunk", settings={},
+                           times=meta["pde"].get("times"), force=True)
+        if not (self.folder / "meta.json").exists():
+            write_atomic(self.folder / "meta.json", json.dumps(meta))
+
+    def samples(self, first: int) -> Iterator[MeshSample]:
+        """The stored mesh samples of the chunk starting at sample ``first``, read one at a time."""
+        with MeshFile(self._mesh_chunk(first)) as chunk:
+            for i in range(len(chunk)):
+                yield chunk.sample(i)
 
     def save(self, first: int, array: np.ndarray, meta: dict[str, Any]) -> None:
         """Store the chunk starting at sample ``first`` (and the solver metadata, the same for every chunk but

@@ -26,11 +26,14 @@ import numpy as np
 
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, NODES, PERIODIC
-from opformer.kinds import OPERATOR, TRAJECTORY
+from opformer.kinds import MESH, OPERATOR, TRAJECTORY
+from opformer.pde.airfoil import generate_airfoil
 from opformer.pde.burgers import generate_burgers
 from opformer.pde.compressible_ns import generate_compressible_ns
 from opformer.pde.darcy import generate_darcy
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction
+from opformer.pde.elasticity import generate_elasticity
+from opformer.pde.heat_mesh import generate_heat_mesh
 from opformer.pde.kolmogorov import generate_kolmogorov
 from opformer.pde.navier_stokes import generate_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
@@ -55,7 +58,7 @@ class Flag:
 
 #: Every PDE-specific flag, in the order of the CLI's help. ``resolution`` is taken by every PDE.
 FLAGS = {
-    "resolution": Flag(int, "stored grid points per axis"),
+    "resolution": Flag(int, "stored grid points per axis, or what a mesh generator counts"),
     "viscosity": Flag(float, "viscosity", "a positive viscosity", lambda value, resolution: value > 0),
     "workers": Flag(int, "worker processes", "a positive number of worker processes",
                     lambda value, resolution: value >= 1),
@@ -81,6 +84,17 @@ FLAGS = {
                   lambda value, resolution: value > 0),
     "tau": Flag(float, "inverse correlation length of the coefficient's random field, (-Laplacian + tau^2 I)^-2",
                 "a positive tau", lambda value, resolution: value > 0),
+    "traction": Flag(float, "the traction pulling the top edge"),
+    "young": Flag(float, "Young's modulus", "a positive modulus", lambda value, resolution: value > 0),
+    "poisson": Flag(float, "Poisson's ratio (plane strain)", "a ratio in [0, 0.5)",
+                    lambda value, resolution: 0 <= value < 0.5),
+    "speed": Flag(float, "free-stream speed", "a positive speed", lambda value, resolution: value > 0),
+    "max_alpha": Flag(float, "largest angle of attack in degrees (drawn from [-max, max])",
+                      "an angle in [0, 30) degrees", lambda value, resolution: 0 <= value < 30),
+    "density": Flag(float, "fluid density", "a positive density", lambda value, resolution: value > 0),
+    "far_radius": Flag(float, "radius of the far circle in chords", "at least 2 chords",
+                       lambda value, resolution: value >= 2),
+    "diffusivity": Flag(float, "thermal diffusivity", "a positive diffusivity", lambda value, resolution: value > 0),
 }
 
 
@@ -92,8 +106,10 @@ class PDE:
     signature cannot show (``None``, or a number better written as a formula). ``min_resolution`` and
     ``even``: the storage grid's rule; ``grid``: the kind of every axis of the stored grid
     (:data:`opformer.grids.GRID_KINDS`; lengths come from ``settings["pde"]["length"]``, else 1). ``channels``: the input and target channel names (``OPERATOR``;
-    trajectories name theirs in their settings). ``chunk``: samples per resumable chunk (``TRAJECTORY``), a
-    multiple of the generator's own batch so that chunking adds no solver calls.
+    trajectories name theirs in their settings; ``MESH``: the samples' fields that are stored as inputs and
+    targets). ``chunk``: samples per resumable chunk (``TRAJECTORY``, ``MESH``), a multiple of the generator's
+    own batch so that chunking adds no solver calls. ``resolution_means``: what ``--resolution`` counts where it
+    is not grid points (a mesh's boundary vertices).
     """
 
     generator: Callable[..., tuple]
@@ -106,6 +122,7 @@ class PDE:
     grid: str = PERIODIC
     channels: tuple[list[str], list[str]] = ([], [])
     chunk: int = 0
+    resolution_means: str = ""
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -131,7 +148,9 @@ class PDE:
         values = {**self.defaults, **given}
         resolution = values["resolution"]
         if resolution < self.min_resolution or (self.even and resolution % 2):
-            expected = (f"an even number of grid points >= {self.min_resolution}" if self.even else
+            expected = (f"{'an even' if self.even else 'a'} number of {self.resolution_means} >= {self.min_resolution}"
+                        if self.resolution_means else
+                        f"an even number of grid points >= {self.min_resolution}" if self.even else
                         f"at least {self.min_resolution} grid nodes per axis"
                         + (" (boundary included)" if self.grid == NODES else ""))
             raise ConfigError(f"--resolution {resolution}: expected {expected}")
@@ -189,6 +208,21 @@ PDES = {
     "smoke3d": PDE(
         generate_smoke3d, TRAJECTORY, "buoyant smoke in a closed [0, 8]^3 box (FactFormer's 3D smoke, b = 0.5 along "
         "z, 20 frames), d, u, v, w at cell centres", grid=CELLS, chunk=8),
+    # the finite-element generators (the mesh extra); their resolution counts boundary vertices
+    "elasticity": PDE(
+        generate_elasticity, MESH, "Geo-FNO's unit cell with a random void pulled at its top (linear, plane "
+        "strain), coordinates -> von Mises stress and the components", flags=("traction", "young", "poisson"),
+        even=False, channels=([], ["von_mises", "stress"]), chunk=16, resolution_means="segments on an edge",
+        shown={"resolution": "28 segments on an edge of the cell"}),
+    "airfoil": PDE(
+        generate_airfoil, MESH, "potential flow past random NACA 4-digit airfoils with the Kutta condition, "
+        "free stream -> velocity, pressure", flags=("speed", "max_alpha", "density", "far_radius"),
+        min_resolution=16, channels=(["freestream"], ["velocity", "pressure"]), chunk=8,
+        resolution_means="airfoil vertices", shown={"resolution": "96 airfoil vertices"}),
+    "heat-mesh": PDE(
+        generate_heat_mesh, MESH, "heat on random star-shaped domains, u = 0 on the boundary, frames of u",
+        flags=("diffusivity", "t_final", "frame_dt", "dt"), even=False, channels=([], ["u"]), chunk=16,
+        resolution_means="boundary vertices", shown={"resolution": "64 boundary vertices"}),
 }
 
 

@@ -17,11 +17,13 @@ from opformer.errors import ConfigError
 from opformer.grids import GRID_KINDS
 from opformer.data.readers.arrays import read_arrays
 from opformer.data.readers.fno_mat import read_fno_mat
+from opformer.data.readers.geo_fno import read_geo_fno
+from opformer.data.readers.mesh_files import read_mesh_files
 from opformer.data.readers.neuraloperator import read_neuraloperator_data
 from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
-from opformer.data.readers.source import Source
+from opformer.data.readers.source import MeshSource, Source
 from opformer.data.readers.the_well import read_the_well
 from opformer.kinds import OPERATOR, TRAJECTORY
 
@@ -76,6 +78,9 @@ OPTIONS = {
     "lengths": Option("the domain's length along each spatial axis, comma-separated; their number is the number "
                       "of spatial axes (default: each axis of length 1, their number from the arrays' shapes where "
                       "they say it, else 2)", _lengths),
+    "inputs": Option("the point fields that are the operator's input, comma-separated (default none: the "
+                     "coordinates alone)", _names),
+    "targets": Option("the point fields to predict, comma-separated", _names),
     "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
                    "periodic, neuraloperator nodes, the-well periodic where its boundary is, else cells)", _grid),
 }
@@ -86,7 +91,7 @@ class Reader:
     """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes; ``many``: it reads
     several files as one data set, ``read(paths, **options)``; ``example``: the command lines of its ``--help``."""
 
-    read: Callable[..., Source]
+    read: Callable[..., Source | MeshSource]
     summary: str
     options: tuple[str, ...] = ()
     many: bool = False
@@ -122,6 +127,14 @@ READERS = {
                        "one go: train first): t0/t1/t2 fields as channels, boundaries as grid kinds", ("grid",),
                        many=True, example="opformer convert the-well shear_flow/data/{train,valid,test}/*.hdf5 "
                                           "--out data/shear_flow.h5"),
+    "geo-fno": Reader(read_geo_fno, "Geo-FNO's mesh benchmarks (the files of one): elasticity Random_UnitCell_*.npy, "
+                      "airfoil NACA_Cylinder_X/Y/Q.npy, pipe Pipe_X/Y/Q.npy, plasticity plas_N987_T20.mat", many=True,
+                      example="opformer convert geo-fno Random_UnitCell_XY_10.npy Random_UnitCell_sigma_10.npy "
+                              "Random_UnitCell_rr_10.npy --out data/elasticity.h5"),
+    "mesh": Reader(read_mesh_files, "users' meshes with point data through meshio (VTU, XDMF, Gmsh MSH, ...): a file "
+                   "per sample, or per trajectory a folder of frames or an XDMF time series", ("kind", "inputs", "targets"),
+                   many=True, example="opformer convert mesh results/*.vtu --inputs load --targets stress "
+                                      "--out data/mine.h5"),
 }
 
 
@@ -130,7 +143,7 @@ def users(option: str) -> list[str]:
     return [name for name, reader in READERS.items() if option in reader.options]
 
 
-def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source:
+def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source | MeshSource:
     """The reader ``name`` applied to ``paths`` (several: a layout that reads ``many``) with ``options``
     (``None``: not given; text is parsed); an unknown layout, several files for a layout of one, or an option the
     layout does not take is a one-line ConfigError."""
