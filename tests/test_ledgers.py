@@ -105,20 +105,30 @@ def test_every_cited_results_file_exists_and_every_figure_sits_under_its_key():
     assert missing == []
 
 
-CITED = re.compile(r"`([\w./-]+\.(?:md|json|png|yaml))`")
+CITED = re.compile(r"`([\w./-]+\.(?:md|json|png|yaml))`|`((?:benchmarks|configs|docs)/[\w./-]+)`")
 
 
-def test_every_file_a_row_names_exists():
-    """Names in backticks: a path from the repository root, else a file of benchmarks/results/ ending so."""
-    results = [p.relative_to(ROOT).as_posix() for p in (ROOT / "benchmarks" / "results").rglob("*")]
+def stale_names(text: str, results: list[str]) -> list[str]:
+    """The files ``text`` names in backticks that do not exist: a path from the repository root, else a file of
+    benchmarks/results/ or configs/ ending so (placeholders in capitals, such as NAME, aside)."""
     stale = []
-    for name, row in all_rows():
-        for column in ("paper", "ours", "scale", "command", "note"):
-            for cited in CITED.findall(str(row.get(column, ""))):
-                if "*" in cited or (ROOT / cited).exists():
-                    continue
-                if not any(p == cited or p.endswith("/" + cited) for p in results):
-                    stale.append(f"{name}: {row['row']}: {cited}")
+    for match in CITED.finditer(text):
+        cited = match.group(1) or match.group(2)
+        if "NAME" in cited or (ROOT / cited).exists():
+            continue
+        if not any(p == cited or p.endswith("/" + cited) for p in results):
+            stale.append(cited)
+    return stale
+
+
+def test_every_file_a_row_or_a_ledger_names_exists():
+    results = [p.relative_to(ROOT).as_posix() for folder in ("benchmarks/results", "configs")
+               for p in (ROOT / folder).rglob("*")]
+    stale = [f"{name}: {row['row']}: {cited}" for name, row in all_rows()
+             for column in ("paper", "ours", "scale", "command", "note")
+             for cited in stale_names(str(row.get(column, "")), results)]
+    stale += [f"{name}: {cited}" for name in ledger.NAMES for block in ledger.load(name)["blocks"]
+              if "markdown" in block for cited in stale_names(block["markdown"], results)]
     assert stale == []
 
 

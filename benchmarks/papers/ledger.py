@@ -190,8 +190,8 @@ def order_verdict(lower: Figure, higher: Figure) -> Verdict:
     gap, noise = higher.value - lower.value, math.hypot(lower.noise, higher.noise)
     widths = gap / noise if noise > 0 else math.copysign(math.inf, gap) if gap else 0.0
     share = f"{gap / abs(higher.value):+.0%}" if higher.value else f"{gap:+.3g}"
-    said = (f"the gap {share} of the higher figure is {abs(widths):.1f} combined noise widths" if noise > 0
-            else f"the gap {share} of the higher figure (exact figures, no noise)")
+    said = (f"the gap, {share} of the figure the paper has higher, is {abs(widths):.1f} combined noise widths"
+            if noise > 0 else f"the gap, {share} of the figure the paper has higher (exact figures, no noise)")
     if widths > WIDTHS:
         return Verdict("direction reproduced", f"the paper's order; {said}")
     if widths < -WIDTHS:
