@@ -110,11 +110,11 @@ CITED = re.compile(r"`([\w./-]+\.(?:md|json|png|yaml))`|`((?:benchmarks|configs|
 
 def stale_names(text: str, results: list[str]) -> list[str]:
     """The files ``text`` names in backticks that do not exist: a path from the repository root, else a file of
-    benchmarks/results/ or configs/ ending so (placeholders in capitals, such as NAME, aside)."""
+    benchmarks/results/ or configs/ ending so (placeholders in capitals, such as NAME or RUN/, aside)."""
     stale = []
     for match in CITED.finditer(text):
         cited = match.group(1) or match.group(2)
-        if "NAME" in cited or (ROOT / cited).exists():
+        if any(part.isupper() for part in cited.split("/")[:-1]) or "NAME" in cited or (ROOT / cited).exists():
             continue
         if not any(p == cited or p.endswith("/" + cited) for p in results):
             stale.append(cited)

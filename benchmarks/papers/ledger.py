@@ -14,8 +14,8 @@ verdict is :func:`verdict`'s, never written by hand. The rule (:data:`RULE`, pri
 - **not reproduced**: the paper's order reversed by more than twice the combined noise, or a figure off by more
   than the tolerance at equal metric, protocol, scale and convergence (or an outcome, such as training without
   diverging, that the paper reports and opformer does not see);
-- **not comparable**: a single figure measured at another scale or protocol, with another metric or unconverged:
-  no verdict on it, the reason given;
+- **not comparable**: a single figure measured at another scale or protocol, with another metric or unconverged,
+  or an order measured with another metric or protocol: no verdict on it, the reason given;
 - **not run** and **GPU script ready, not run**: no committed result (the reason given; a row of
   ``benchmarks/systems/gpu_rows.sh``).
 
@@ -67,15 +67,15 @@ RULE = f"""How a verdict is computed (`benchmarks/papers/ledger.py`, from the da
 - **not reproduced:** the paper's order reversed by more than {WIDTHS:g} times the combined noise, or a figure off by
   more than the tolerance at equal metric, protocol, scale and convergence, or an outcome the paper reports (a
   setting trains, or fails) that opformer does not see at comparable scale;
-- **not comparable:** a single figure at another scale or protocol, with another metric or not converged: no verdict
-  on it (the reason given);
+- **not comparable:** a single figure at another scale or protocol, with another metric or not converged, or an
+  order measured with another metric or protocol: no verdict on it (the reason given);
 - **not run:** no committed result (the reason given); **GPU script ready, not run:** a row of
   `benchmarks/systems/gpu_rows.sh`, waiting for a lent GPU.
 
 The noise of a figure: over seeds, their standard deviation; of one seed, the larger of the test mean's standard
 error and the ledger's seed spread (below). Two figures' combined noise is the root of the sum of their squares.
 Rows that are not accuracy results (parameter counts, settings, timings) follow the same rule and are counted
-apart."""
+apart; their figures are exact unless the row states a noise (a timing's spread over repeats)."""
 
 
 class LedgerError(ValueError):
@@ -89,22 +89,29 @@ SEGMENT = re.compile(r"([^.\[\]]+)((?:\[[^\]]*\])*)")
 
 def lookup(data: Any, path: str) -> Any:
     """The value under a key path: dotted names, each optionally followed by ``[i]`` (a list index), ``[name]`` (a
-    key holding dots) or ``[k=v,...]`` (the one list entry whose fields ``k`` read ``v``; ``-`` for a field it lacks)."""
-    for match in SEGMENT.finditer(path):
-        name, selectors = match.groups()
-        if name.strip():
+    key holding dots), ``[k=v,...]`` (the one list entry whose fields ``k`` read ``v``; ``-`` for a field it lacks)
+    or ``[*]`` (every entry: a list of what the rest of the path reads in each)."""
+    steps = [(name, selector) for name, selectors in SEGMENT.findall(path)
+             for selector in [None, *re.findall(r"\[([^\]]*)\]", selectors)]]
+    return walk(data, [(n, s) for n, s in steps if s is not None or n.strip()], path)
+
+
+def walk(data: Any, steps: list[tuple[str, str | None]], path: str) -> Any:
+    """:func:`lookup` along its parsed steps: ``(name, None)`` a key, ``(_, selector)`` a bracket."""
+    for i, (name, selector) in enumerate(steps):
+        if selector is None:
             if not isinstance(data, dict) or name not in data:
                 raise KeyError(f"{path}: no key {name!r}")
             data = data[name]
-        for selector in re.findall(r"\[([^\]]*)\]", selectors):
-            if selector.lstrip("-").isdigit() and isinstance(data, list):
-                data = data[int(selector)]
-                continue
-            if "=" not in selector:
-                if selector not in data:
-                    raise KeyError(f"{path}: no key {selector!r}")
-                data = data[selector]
-                continue
+        elif selector == "*":
+            return [walk(entry, steps[i + 1:], path) for entry in data]
+        elif selector.lstrip("-").isdigit() and isinstance(data, list):
+            data = data[int(selector)]
+        elif "=" not in selector:
+            if selector not in data:
+                raise KeyError(f"{path}: no key {selector!r}")
+            data = data[selector]
+        else:
             wanted = dict(part.split("=", 1) for part in selector.split(","))
             found = [e for e in data if all(str(e.get(k, "-")) == v for k, v in wanted.items())]
             if len(found) != 1:
@@ -210,6 +217,10 @@ def verdict(claim: dict, spread: float) -> Verdict:
     if kind == "value":
         return value_verdict(float(claim["paper"]["value"]), figure(claim["ours"], spread), differences(claim))
     if kind == "order":
+        blocking = [claim["differs"][k] for k in ("metric", "protocol") if k in (claim.get("differs") or {})
+                    and k not in (claim.get("justified") or {})]
+        if blocking:
+            return Verdict("not comparable", "; ".join(blocking))
         return order_verdict(figure(claim["lower"]["ours"], spread), figure(claim["higher"]["ours"], spread))
     if kind == "outcome":
         differs = differences(claim)
@@ -246,7 +257,8 @@ def judged(ledger: dict) -> list[tuple[dict, Verdict]]:
     out = []
     for row in rows(ledger):
         try:
-            out.append((row, verdict(row["claim"], float(ledger["spread"]["relative"]))))
+            spread = float(ledger["spread"]["relative"]) if row.get("kind", "accuracy") == "accuracy" else 0.0
+            out.append((row, verdict(row["claim"], spread)))
         except (KeyError, TypeError, ValueError) as error:
             raise LedgerError(f"{ledger['title']}: row {row.get('row')!r}: {error}") from error
     return out
