@@ -146,11 +146,16 @@ def command_targets(command: str) -> list[str]:
 
 
 def test_every_command_names_a_module_or_script_that_exists():
+    """The rows' commands and those of the ledgers' prose (a copy of the tree elsewhere, an absolute path, aside)."""
     stale = [f"{name}: {row['row']}: {target}" for name, row in all_rows()
              for target in command_targets(str(row["command"])) if not (ROOT / target).is_file()]
+    stale += [f"{name}: {target}" for name in ledger.NAMES for block in ledger.load(name)["blocks"]
+              if "markdown" in block for target in command_targets(block["markdown"])
+              if not target.startswith("/") and not (ROOT / target).is_file()]
     assert stale == []
     assert command_targets("`python -m benchmarks.papers.galerkin.burgers --models gt`") == [
         "benchmarks/papers/galerkin/burgers.py"]
+    assert command_targets("`python benchmarks/burgers.py --models gt`") == ["benchmarks/burgers.py"]  # a stale one
 
 
 def test_every_gpu_row_is_a_row_of_the_gpu_script():
