@@ -202,3 +202,11 @@ def test_each_ledger_and_the_readme_state_the_counts_the_rule_gives():
         page = " ".join((ledger.DOCS / f"{name}.md").read_text().split())
         assert f"**Verdicts: {ledger.count_line(tally['accuracy'])}." in page
         assert f"its verdicts: {ledger.count_line(tally['accuracy'])}; other rows: " in readme
+
+
+def test_every_readme_row_states_the_papers_scale_and_ours():
+    shown = [(name, row) for name, row in all_rows() if "readme" in row]
+    assert len(shown) > 30
+    for name, row in shown:
+        scale = row["readme"]["scale"]
+        assert scale.startswith("paper: ") and "; here: " in scale, (name, row["row"], scale)
