@@ -179,15 +179,22 @@ def differences(claim: dict) -> list[str]:
     return [f"{differs[k]}" for k in DIFFERS if k in differs and k not in justified]
 
 
+def said(figure: Figure) -> str:
+    """A figure as the rule read it: 4 significant digits, its noise, and its seeds when more than one."""
+    text = f"{figure.value:.4g}" + (f" +- {figure.noise:.2g}" if figure.noise else "")
+    return text + (f" ({figure.seeds} seeds)" if figure.seeds > 1 else "")
+
+
 def value_verdict(paper: float, ours: Figure, differs: list[str]) -> Verdict:
     """A single figure against the paper's."""
     relative = ours.value / paper - 1.0
+    read = f"{said(ours)} against the paper's {paper:.4g}"
     if differs:
-        return Verdict("not comparable", f"{relative:+.0%} of the paper's figure, but " + "; ".join(differs))
+        return Verdict("not comparable", f"{read} ({relative:+.0%}), but " + "; ".join(differs))
     tolerance = max(TOLERANCE * abs(paper), ours.noise)
     within = abs(ours.value - paper) <= tolerance
     return Verdict("reproduced" if within else "not reproduced",
-                   f"{relative:+.1%} of the paper's figure ({'within' if within else 'beyond'} the tolerance "
+                   f"{read}: {relative:+.1%} ({'within' if within else 'beyond'} the tolerance "
                    f"{tolerance / abs(paper):.0%})")
 
 
@@ -196,13 +203,14 @@ def order_verdict(lower: Figure, higher: Figure) -> Verdict:
     gap, noise = higher.value - lower.value, math.hypot(lower.noise, higher.noise)
     widths = gap / noise if noise > 0 else math.copysign(math.inf, gap) if gap else 0.0
     share = f"{gap / abs(higher.value):+.0%}" if higher.value else f"{gap:+.3g}"
-    said = (f"the gap, {share} of the figure the paper has higher, is {abs(widths):.1f} combined noise widths"
-            if noise > 0 else f"the gap, {share} of the figure the paper has higher (exact figures, no noise)")
+    read = f"here {said(lower)} against {said(higher)}, the paper's lower one first"
+    gap_said = (f"the gap, {share} of the figure the paper has higher, is {abs(widths):.1f} combined noise widths"
+                if noise > 0 else f"the gap, {share} of the figure the paper has higher (exact figures, no noise)")
     if widths > WIDTHS:
-        return Verdict("direction reproduced", f"the paper's order; {said}")
+        return Verdict("direction reproduced", f"the paper's order: {read}; {gap_said}")
     if widths < -WIDTHS:
-        return Verdict("not reproduced", f"the order reversed; {said}")
-    return Verdict("within noise", f"{said} ({'the paper' if gap > 0 else 'against the paper'}'s order)")
+        return Verdict("not reproduced", f"the order reversed: {read}; {gap_said}")
+    return Verdict("within noise", f"{read}; {gap_said} ({'the paper' if gap > 0 else 'against the paper'}'s order)")
 
 
 def verdict(claim: dict, spread: float) -> Verdict:
