@@ -71,8 +71,11 @@ def test_a_key_path_selects_one_entry_or_fails():
 
 # The data files.
 
+LEDGERS = {name: ledger.load(name) for name in ledger.NAMES}  #: each data file read once
+
+
 def all_rows() -> list[tuple[str, dict]]:
-    return [(name, row) for name in ledger.NAMES for row in ledger.rows(ledger.load(name))]
+    return [(name, row) for name in ledger.NAMES for row in ledger.rows(LEDGERS[name])]
 
 
 def refs(claim: dict) -> list[dict]:
@@ -90,7 +93,7 @@ def refs(claim: dict) -> list[dict]:
 def test_every_ledger_has_a_data_file_and_every_row_a_verdict():
     assert "galerkin-transformer" in ledger.NAMES
     for name in ledger.NAMES:
-        judged = ledger.judged(ledger.load(name))
+        judged = ledger.judged(LEDGERS[name])
         assert len(judged) > 20 and all(v.verdict in ledger.VERDICTS for _, v in judged)
 
 
@@ -127,7 +130,7 @@ def test_every_file_a_row_or_a_ledger_names_exists():
     stale = [f"{name}: {row['row']}: {cited}" for name, row in all_rows()
              for column in ("paper", "ours", "scale", "command", "note")
              for cited in stale_names(str(row.get(column, "")), results)]
-    stale += [f"{name}: {cited}" for name in ledger.NAMES for block in ledger.load(name)["blocks"]
+    stale += [f"{name}: {cited}" for name in ledger.NAMES for block in LEDGERS[name]["blocks"]
               if "markdown" in block for cited in stale_names(block["markdown"], results)]
     assert stale == []
 
@@ -149,7 +152,7 @@ def test_every_command_names_a_module_or_script_that_exists():
     """The rows' commands and those of the ledgers' prose (a copy of the tree elsewhere, an absolute path, aside)."""
     stale = [f"{name}: {row['row']}: {target}" for name, row in all_rows()
              for target in command_targets(str(row["command"])) if not (ROOT / target).is_file()]
-    stale += [f"{name}: {target}" for name in ledger.NAMES for block in ledger.load(name)["blocks"]
+    stale += [f"{name}: {target}" for name in ledger.NAMES for block in LEDGERS[name]["blocks"]
               if "markdown" in block for target in command_targets(block["markdown"])
               if not target.startswith("/") and not (ROOT / target).is_file()]
     assert stale == []
@@ -181,7 +184,7 @@ def test_every_paper_figure_is_in_the_papers_text():
     texts = {path.name[:3]: squeeze(path.read_text()) for path in PAPERS.glob("0*.txt")}
     missing = []
     for name, row in all_rows():
-        allowed = ledger.load(name)["papers"]
+        allowed = LEDGERS[name]["papers"]
         for paper in paper_figures(row["claim"]):
             where = [paper["paper"]] if "paper" in paper else allowed
             if not any(squeeze(str(paper["text"])) in texts[w] for w in where):
@@ -198,7 +201,7 @@ def test_the_committed_pages_are_the_generated_ones():
 def test_each_ledger_and_the_readme_state_the_counts_the_rule_gives():
     readme = " ".join(ledger.README.read_text().split())
     for name in ledger.NAMES:
-        tally = ledger.counts(ledger.load(name))
+        tally = ledger.counts(LEDGERS[name])
         page = " ".join((ledger.DOCS / f"{name}.md").read_text().split())
         assert f"**Verdicts: {ledger.count_line(tally['accuracy'])}." in page
         assert f"its verdicts: {ledger.count_line(tally['accuracy'])}; other rows: " in readme

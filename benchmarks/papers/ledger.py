@@ -28,6 +28,8 @@ sum of their squares.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import math
 import re
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from opformer.io import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "ledgers"
@@ -119,8 +123,10 @@ def walk(data: Any, steps: list[tuple[str, str | None]], path: str) -> Any:
     return data
 
 
+@functools.lru_cache(maxsize=None)
 def read_file(name: str, raw: bool = False) -> Any:
-    """A results file: JSON parsed (``raw``: as text), anything else as text."""
+    """A results file: JSON parsed (``raw``: as text), anything else as text; read once a process (not to be
+    changed by its callers)."""
     path = ROOT / name
     if not path.is_file():
         raise LedgerError(f"{name}: no such results file")
@@ -246,7 +252,13 @@ def verdict(claim: dict, spread: float) -> Verdict:
 # The data files.
 
 def load(name: str) -> dict:
-    """A ledger's data file, read with ``yaml.safe_load``."""
+    """A ledger's data file, read with ``yaml.safe_load`` (once a process; each call gets its own copy)."""
+    return copy.deepcopy(parsed(name))
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(name: str) -> dict:
+    """A ledger's data file as parsed, checked for what the rule needs."""
     path = DATA / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict) or "blocks" not in data or "spread" not in data:
@@ -391,11 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         if path.read_text() != text:
             stale.append(str(path.relative_to(ROOT)))
             if not args.check:
-                from opformer.io import write_atomic
                 write_atomic(path, text)
     for name in names:
-        print(name + ": " + count_line(counts(load(name))["accuracy"]) + "; other: "
-              + count_line(counts(load(name))["other"]))
+        tally = counts(load(name))
+        print(f"{name}: {count_line(tally['accuracy'])}; other: {count_line(tally['other'])}")
     if stale:
         print(("stale: " if args.check else "rewritten: ") + ", ".join(stale))
     return 1 if stale and args.check else 0
