@@ -52,7 +52,7 @@ class Transolver(nn.Module):
     ``r x r`` grid on the unit square (the authors' ``unified_pos``, their Darcy and Navier-Stokes runs).
     ``weighting``: ``"uniform"`` (the paper's slice tokens, means over the points) or ``"quadrature"`` (weighted by
     the mesh's quadrature weights). The defaults are the authors' elasticity configuration (``scripts/Transolver_Elas.sh``:
-    128 hidden, 8 heads, 8 layers, 64 slices; 711,873 parameters, theirs). Initialisation as the authors': truncated
+    128 hidden, 8 heads, 8 layers, 64 slices; 713,665 parameters, as theirs). Initialisation as the authors': truncated
     normal (std 0.02) weights and zero biases in every Linear, temperature 0.5, ``placeholder`` uniform on
     ``[0, 1 / n_hidden)``.
     """
