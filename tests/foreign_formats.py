@@ -154,3 +154,32 @@ def write_well_file(path, samples=3, frames=6, shape=(8, 6), boundaries=("period
         scalars["energy"] = rng.normal(size=frames)
         scalars["energy"].attrs.update({"sample_varying": False, "time_varying": True})
     return path
+
+
+def write_geo_fno_elasticity(folder, xy, sigma, rr=None):
+    """Geo-FNO's elasticity files from xy (N, points, 2), sigma (N, points), rr (N, 42), in the publisher's axis
+    orders: Random_UnitCell_XY_10.npy (points, 2, N), _sigma_10.npy (points, N), _rr_10.npy (42, N) (exp_elas.py
+    permutes them back: XY permute(2, 0, 1), sigma permute(1, 0)); returns the paths."""
+    arrays = {"XY": xy.transpose(1, 2, 0), "sigma": sigma.T} | ({} if rr is None else {"rr": rr.T})
+    paths = []
+    for name, array in arrays.items():
+        paths.append(folder / f"Random_UnitCell_{name}_10.npy")
+        np.save(paths[-1], np.ascontiguousarray(array, dtype=np.float32))
+    return paths
+
+
+def write_geo_fno_structured(folder, prefix, x, y, q):
+    """Geo-FNO's structured meshes: PREFIX X.npy and Y.npy (N, I, J), Q.npy (N, C, I, J) (NACA_Cylinder_ for the
+    airfoil, Pipe_ for the pipe); returns the paths."""
+    paths = []
+    for name, array in (("X", x), ("Y", y), ("Q", q)):
+        paths.append(folder / f"{prefix}{name}.npy")
+        np.save(paths[-1], np.asarray(array, dtype=np.float32))
+    return paths
+
+
+def write_geo_fno_plasticity(path, die, output):
+    """Geo-FNO's plasticity .mat (version 5, read by scipy.io.loadmat in exp_plas.py): input (N, I), the die
+    profile, and output (N, I, J, T, 4): each point's position (0, 1) and displacement (2, 3) per time."""
+    scipy.io.savemat(path, {"input": np.asarray(die, np.float32), "output": np.asarray(output, np.float32)})
+    return path

@@ -1,7 +1,9 @@
-"""The kinds of data set: operator pairs (input -> target on one grid) and trajectories (frames of a
-time-dependent PDE). A data file's ``kind`` attribute, a solver's output, a reader's result and a run's task
-all say one of these."""
+"""The kinds of data set: operator pairs (input -> target on one grid), trajectories (frames of a
+time-dependent PDE) and mesh data (operator pairs or trajectories on the points of a mesh or point cloud, with
+varying point counts). A data file's ``kind`` attribute, a solver's output, a reader's result and a run's task
+all say one of these; a mesh file's ``mesh["task"]`` says which of the first two it holds."""
 
 OPERATOR, TRAJECTORY = "operator", "trajectory"
+MESH = "mesh"
 #: Every data kind, in the order messages list them.
-DATA_KINDS = (OPERATOR, TRAJECTORY)
+DATA_KINDS = (OPERATOR, TRAJECTORY, MESH)

@@ -106,3 +106,12 @@ class MeshSample:
             else:
                 self.weights = estimated_weights(self.points)
                 self.weights_from = WEIGHTS_ESTIMATED
+
+
+def structured_quads(shape: tuple[int, int]) -> np.ndarray:
+    """The quad cells of a structured (i, j) mesh whose points are stored in C order (point ``i * J + j``): each
+    cell's vertices (i, j), (i+1, j), (i+1, j+1), (i, j+1) go round its boundary."""
+    rows, cols = shape
+    index = np.arange(rows * cols).reshape(rows, cols)
+    corners = (index[:-1, :-1], index[1:, :-1], index[1:, 1:], index[:-1, 1:])
+    return np.stack([c.reshape(-1) for c in corners], axis=1)

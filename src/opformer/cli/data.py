@@ -14,7 +14,9 @@ EXAMPLES = {
                 "  opformer generate darcy --samples 1224 --resolution 421 --out data/darcy_421.h5\n"
                 "  opformer generate navier-stokes --samples 1200 --nu 1e-3 --out data/ns_1e-3.h5",
     "convert": "opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200\n"
-               "  opformer convert the-well shear_flow/data/{train,valid,test}/*.hdf5 --out data/shear_flow.h5",
+               "  opformer convert the-well shear_flow/data/{train,valid,test}/*.hdf5 --out data/shear_flow.h5\n"
+               "  opformer convert geo-fno NACA_Cylinder_{X,Y,Q}.npy --out data/airfoil.h5\n"
+               "  opformer convert mesh results/*.vtu --inputs load --targets stress --out data/mine.h5",
     "verify": "opformer verify data/ns_1e-3.h5 data/burgers.h5",
 }
 
@@ -91,8 +93,8 @@ def add_parsers(add: AddCommand) -> None:
     p = add("convert", "Convert a published data set to opformer's HDF5 format.")
     p.add_argument("format", choices=sorted(READERS), help="the file's layout: " + "; ".join(
         f"{name}, {reader.summary}" for name, reader in READERS.items()))
-    p.add_argument("src", nargs="+", metavar="SRC", help="the published file (the-well: one or more files of one "
-                   "data set)")
+    p.add_argument("src", nargs="+", metavar="SRC", help="the published file (the-well, geo-fno: the files of one "
+                   "data set; mesh: the mesh files, one per sample or the frames of each trajectory)")
     p.add_argument("--out", required=True, help="HDF5 file to write")
     p.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")

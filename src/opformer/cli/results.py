@@ -94,6 +94,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from opformer.eval.run_plots import check_bands, plot_run
     from opformer.runs import Run
 
+    if Path(args.run).is_file():  # a mesh data file: its samples, meshes and weights
+        from opformer.eval.mesh_plots import plot_mesh_file
+
+        out = args.out or str(Path(args.run).parent)
+        writable_folder("--out", out, Path(out), create=True)
+        for path in plot_mesh_file(args.run, out, samples=args.samples):
+            print(f"wrote {path}")
+        return 0
     out = args.out or args.run  # the plots go into the run directory without --out
     writable_folder("--out", out, Path(out), create=True)
     run, bounds = Run(args.run), None
@@ -170,7 +178,8 @@ def add_parsers(add: AddCommand) -> None:
     p.set_defaults(func=cmd_evaluate)
 
     p = add("plot", "Loss curves and predicted vs true solutions as PNG files.")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", help="run directory, or a mesh data file (its samples' fields on their triangulation "
+                   "and their meshes with the quadrature weights)")
     p.add_argument("--data", help="data file for the prediction plot (default: the run's training data)")
     p.add_argument("--out", help="output folder (default: the run directory)")
     p.add_argument("--samples", type=int, default=4, help="test samples to plot")

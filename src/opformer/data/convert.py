@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from opformer.data.readers.registry import open_source
-from opformer.data.readers.source import Source
-from opformer.data.store import write_operator_dataset, write_trajectory_dataset
+from opformer.data.readers.source import MeshSource, Source
+from opformer.data.store import write_mesh_dataset, write_operator_dataset, write_trajectory_dataset
 from opformer.errors import ConfigError, DataError
 from opformer.io import atomic_path
 from opformer.kinds import OPERATOR
@@ -44,6 +44,13 @@ def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLik
                           "hold values per sample)")
     count = source.samples if samples is None else samples
     out = Path(out)
+    if isinstance(source, MeshSource):  # mesh samples are written one at a time, without a scratch copy
+        solver = {"name": "not recorded: converted from published or users' files", "layout": layout,
+                  "converted_from": names[0] if len(names) == 1 else names, **source.solver}
+        path = write_mesh_dataset(out, source.read(count), inputs=source.inputs, targets=source.targets,
+                                  pde=source.pde, settings=source.settings, times=source.times, solver=solver,
+                                  seed=UNKNOWN_SEED, force=True)
+        return path, count
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = [atomic_path(out, ".scratch") for _ in source.shapes]
     try:

@@ -16,11 +16,13 @@ from opformer.errors import ConfigError
 from opformer.grids import GRID_KINDS
 from opformer.data.readers.arrays import read_arrays
 from opformer.data.readers.fno_mat import read_fno_mat
+from opformer.data.readers.geo_fno import read_geo_fno
+from opformer.data.readers.mesh_files import read_mesh_files
 from opformer.data.readers.neuraloperator import read_neuraloperator_data
 from opformer.data.readers.opformer import read_opformer
 from opformer.data.readers.pdearena import SPLITS, read_pdearena_ns
 from opformer.data.readers.pdebench import read_pdebench_2d, read_pdebench_cfd
-from opformer.data.readers.source import Source
+from opformer.data.readers.source import MeshSource, Source
 from opformer.data.readers.the_well import read_the_well
 from opformer.kinds import OPERATOR, TRAJECTORY
 
@@ -74,6 +76,9 @@ OPTIONS = {
     "target": Option("the .npy file of targets when SRC is a .npy of inputs", Path),
     "lengths": Option("the domain's length along each spatial axis, comma-separated; "
                       "their number is the number of spatial axes (default 1,1)", _lengths),
+    "inputs": Option("the point fields that are the operator's input, comma-separated (default none: the "
+                     "coordinates alone)", _names),
+    "targets": Option("the point fields to predict, comma-separated", _names),
     "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
                    "periodic, neuraloperator nodes, the-well periodic where its boundary is, else cells)", _grid),
 }
@@ -84,7 +89,7 @@ class Reader:
     """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes; ``many``: it reads
     several files as one data set, ``read(paths, **options)``."""
 
-    read: Callable[..., Source]
+    read: Callable[..., Source | MeshSource]
     summary: str
     options: tuple[str, ...] = ()
     many: bool = False
@@ -107,6 +112,11 @@ READERS = {
     "the-well": Reader(read_the_well, "The Well's .hdf5 files of one data set (its train, valid and test files in "
                        "one go: train first): t0/t1/t2 fields as channels, boundaries as grid kinds", ("grid",),
                        many=True),
+    "geo-fno": Reader(read_geo_fno, "Geo-FNO's mesh benchmarks (the files of one): elasticity Random_UnitCell_*.npy, "
+                      "airfoil NACA_Cylinder_X/Y/Q.npy, pipe Pipe_X/Y/Q.npy, plasticity plas_N987_T20.mat", many=True),
+    "mesh": Reader(read_mesh_files, "users' meshes with point data through meshio (VTU, XDMF, Gmsh MSH, ...): a file "
+                   "per sample, or per trajectory a folder of frames or an XDMF time series", ("kind", "inputs", "targets"),
+                   many=True),
 }
 
 
@@ -120,7 +130,7 @@ def option_help(option: str) -> str:
     return f"{', '.join(users(option))}: {OPTIONS[option].help}"
 
 
-def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source:
+def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source | MeshSource:
     """The reader ``name`` applied to ``paths`` (several: a layout that reads ``many``) with ``options``
     (``None``: not given; text is parsed); an unknown layout, several files for a layout of one, or an option the
     layout does not take is a one-line ConfigError."""

@@ -15,7 +15,8 @@ import numpy as np
 
 from opformer.errors import DataError
 from opformer.grids import PERIODIC
-from opformer.kinds import OPERATOR, TRAJECTORY  # noqa: F401  (importable from here too)
+from opformer.kinds import MESH, OPERATOR, TRAJECTORY  # noqa: F401  (importable from here too)
+from opformer.meshes import MeshSample
 
 #: Bytes of converted samples a reader is asked for at a time (the memory a conversion holds beyond the
 #: reader's own file: formats that cannot be read in parts are loaded whole). Not the HDF5 chunk of a stored
@@ -62,6 +63,26 @@ class Source:
         """Samples per read: about :data:`READ_BYTES` of converted float32 values, at least one sample."""
         per_sample = sum(4 * int(np.prod(shape)) for shape in self.shapes)
         return max(1, READ_BYTES // max(per_sample, 1))
+
+
+@dataclass
+class MeshSource:
+    """A published mesh data set (or users' mesh files), ready to be written as a mesh data file
+    (:func:`opformer.data.store.write_mesh_dataset`): ``read(count)`` yields its first ``count`` samples one at a
+    time (a :class:`~opformer.meshes.MeshSample` each, fields named by ``inputs`` and ``targets``); ``times`` the
+    frames' times of a trajectory set (None: operator pairs); ``pde`` the problem's name and ``settings`` its
+    parameters (e.g. the publisher's splits)."""
+
+    samples: int
+    read: Callable[[int], Iterator[MeshSample]]
+    inputs: list[str]
+    targets: list[str]
+    pde: str
+    settings: dict[str, Any]
+    solver: dict[str, Any]
+    times: np.ndarray | None = None
+    kind: str = MESH
+    every_sample: bool = False
 
 
 def domain(lengths: Sequence[float], kinds: Sequence[str]) -> dict[str, list]:

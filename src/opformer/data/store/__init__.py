@@ -22,7 +22,11 @@ fixed-length strings (a variable-length string lives in HDF5's global heap, whic
 ``attrs_sha256`` holds a digest of all the others (HDF5 stores an attribute above about 4 KiB outside its
 checked metadata). Every byte a read depends on is therefore checked as it is read, at no extra pass; the
 whole-file SHA-256 in the user block is checked by :func:`verify_file` (``opformer verify``, and after every
-write). Files written before (no ``fletcher32``) are hashed whole on their first open in a process, as before.
+write).
+
+A *mesh* data set (:mod:`.mesh`) holds samples on meshes or point clouds of varying point counts: the rows of
+every sample one after another (``/points``, ``/weights``, ``/point_input``, ``/point_target`` or
+``/point_fields``, ``/cells``) and ``/offsets`` where each sample's begin (docs/data-format.md). Files written before (no ``fletcher32``) are hashed whole on their first open in a process, as before.
 """
 
 from opformer.data.store.integrity import CHECKSUM_MAGIC, USERBLOCK, verify_checksum, verify_file
@@ -32,12 +36,13 @@ from opformer.data.store.schema import (ATTRS_DIGEST, COMMON_ATTRS, FORMAT_NAME,
                                         LIBVER, MAX_CHUNK_BYTES, REQUIRED_ATTRS, SAMPLE_DATASETS, TRAJECTORY_ATTRS,
                                         DatasetInfo, chunk_shape)
 from opformer.data.store.write import WRITE_BYTES, Fill, Streamed, write_operator_dataset, write_trajectory_dataset
+from opformer.data.store.mesh import MeshFile, read_mesh_samples, write_mesh_dataset
 
 #: :data:`MAX_CHUNK_BYTES` under the name this module has always exported.
 CHUNK_BYTES = MAX_CHUNK_BYTES
 
 __all__ = ["ATTRS_DIGEST", "CHECKSUM_MAGIC", "CHUNK_BYTES", "COMMON_ATTRS", "FORMAT_NAME", "FORMAT_VERSION",
            "JSON_ATTRS", "KINDS", "LIBVER", "MAX_CHUNK_BYTES", "REQUIRED_ATTRS", "SAMPLE_DATASETS", "TRAJECTORY_ATTRS",
-           "USERBLOCK", "WRITE_BYTES", "DataFile", "DatasetInfo", "Fill", "Streamed", "chunk_shape", "open_dataset_file", "read_arrays",
+           "USERBLOCK", "WRITE_BYTES", "DataFile", "MeshFile", "read_mesh_samples", "write_mesh_dataset", "DatasetInfo", "Fill", "Streamed", "chunk_shape", "open_dataset_file", "read_arrays",
            "read_block", "read_fields", "read_info", "verify_checksum", "verify_file", "write_operator_dataset",
            "write_trajectory_dataset", "_file_digest"]

@@ -18,7 +18,8 @@ import numpy as np
 from opformer.data.store.integrity import unreadable
 from opformer.errors import DataError
 from opformer.grids import GRID_KINDS, PERIODIC
-from opformer.kinds import DATA_KINDS, TRAJECTORY
+from opformer.meshes import CELL_VERTICES
+from opformer.kinds import DATA_KINDS, MESH, OPERATOR, TRAJECTORY
 
 if TYPE_CHECKING:
     from opformer.data.store.read import DataFile
@@ -34,11 +35,16 @@ MAX_CHUNK_BYTES = 4 * 2**20
 ATTRS_DIGEST = "attrs_sha256"
 #: The kinds of data set (the ``kind`` attribute).
 KINDS = DATA_KINDS
-JSON_ATTRS = ("pde", "solver", "domain", "input_channels", "target_channels", "channels")
+JSON_ATTRS = ("pde", "solver", "domain", "input_channels", "target_channels", "channels", "mesh")
 COMMON_ATTRS = ("format", "format_version", "kind", "seed", "opformer_version", "created", "pde", "solver",
                 "domain")
 REQUIRED_ATTRS = COMMON_ATTRS + ("input_channels", "target_channels")  # of an operator data set
 TRAJECTORY_ATTRS = COMMON_ATTRS + ("channels",)
+MESH_ATTRS = REQUIRED_ATTRS + ("mesh",)  # of a mesh data set
+#: A mesh file's per-point datasets (the rows of every sample, one after another; ``offsets`` says where each
+#: sample's begin) and its per-sample ones (``cells`` has rows of its own, placed by ``cell_offsets``).
+POINTS, WEIGHTS, INPUT, TARGET, FIELDS = "points", "weights", "point_input", "point_target", "point_fields"
+OFFSETS, CELLS, CELL_OFFSETS, INDEX_SHAPE, SETTINGS = "offsets", "cells", "cell_offsets", "index_shape", "settings"
 #: Datasets whose first axis is the sample (errors name the sample; ``fields`` also the frame).
 SAMPLE_DATASETS = ("input", "target", "fields")
 
@@ -60,6 +66,7 @@ class DatasetInfo:
     seed: int
     extra: dict[str, Any] = field(default_factory=dict)
     times: tuple[float, ...] = ()  # the frames' time stamps (trajectory data sets)
+    mesh: dict[str, Any] | None = None  # the ``mesh`` attribute of a mesh data set (spatial_shape is then ())
 
     @property
     def ndim(self) -> int:
@@ -173,6 +180,46 @@ def _trajectory_shape(data: DataFile, attrs: dict[str, Any]) -> tuple[int, tuple
         "times": tuple(float(t) for t in times)}
 
 
+def _mesh_shape(data: DataFile, attrs: dict[str, Any]) -> tuple[int, tuple[int, ...], dict[str, Any]]:
+    """Samples and kind-specific fields of a mesh data set (docs/data-format.md, "Mesh data sets")."""
+    path, mesh = data.path, attrs["mesh"]
+    try:
+        task, dim, cell_kind = mesh["task"], int(mesh["dim"]), mesh["cell_kind"]
+        rows, samples = int(mesh["points"]), int(mesh["samples"])
+        inputs, targets = [(str(n), int(c)) for n, c in mesh["inputs"]], [(str(n), int(c)) for n, c in mesh["targets"]]
+        mesh["weights_from"], mesh["structured"], mesh["cells_from_shape"], list(mesh["settings"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{path}: attribute 'mesh' lacks task, dim, points, samples, inputs, targets, cell_kind, "
+                        "weights_from, structured, cells_from_shape or settings") from None
+    c_in, c_out = sum(c for _, c in inputs), sum(c for _, c in targets)
+    expected = {POINTS: (rows, dim), WEIGHTS: (rows,), OFFSETS: (samples + 1,)}
+    if task == TRAJECTORY:
+        times = data.read("times", (), finite=False)
+        expected.update({FIELDS: (rows, len(times), c_in + c_out), "times": (len(times),)})
+    elif task == OPERATOR:
+        expected.update({INPUT: (rows, c_in)} if c_in else {})
+        expected.update({TARGET: (rows, c_out)} if TARGET in data else {})
+    else:
+        raise DataError(f"{path}: mesh task {task!r}: expected {OPERATOR} or {TRAJECTORY}")
+    if cell_kind is not None and not mesh["cells_from_shape"]:
+        expected.update({CELLS: (data.dataset(CELLS).shape[0], CELL_VERTICES.get(cell_kind, -1)),
+                         CELL_OFFSETS: (samples + 1,)})
+    if mesh["structured"]:
+        expected[INDEX_SHAPE] = (samples, data.dataset(INDEX_SHAPE).shape[-1])
+    if mesh["settings"]:
+        expected[SETTINGS] = (samples, len(mesh["settings"]))
+    for name, shape in expected.items():
+        if data.dataset(name).shape != shape:
+            raise DataError(f"{path}: '/{name}' has shape {data.dataset(name).shape}, expected {shape}")
+    if len(attrs["input_channels"]) != c_in or len(attrs["target_channels"]) != c_out:
+        raise DataError(f"{path}: channel counts do not match 'input_channels'/'target_channels'")
+    info = {"input_channels": list(attrs["input_channels"]), "target_channels": list(attrs["target_channels"]),
+            "has_target": task == TRAJECTORY or TARGET in data, "mesh": mesh}
+    if task == TRAJECTORY:
+        info["times"] = tuple(float(t) for t in times)
+    return samples, (), info
+
+
 def describe(data: DataFile) -> DatasetInfo:
     """The validated description of an opened file: its attributes (checked against their digest), format,
     kind, shapes and domain; anything missing, unreadable or inconsistent is a one-line DataError."""
@@ -180,7 +227,7 @@ def describe(data: DataFile) -> DatasetInfo:
     try:
         raw = read_attrs(path, data.file)
         kind = raw.get("kind")
-        required = TRAJECTORY_ATTRS if kind == TRAJECTORY else REQUIRED_ATTRS
+        required = {TRAJECTORY: TRAJECTORY_ATTRS, MESH: MESH_ATTRS}.get(kind, REQUIRED_ATTRS)
         missing = [k for k in required if k not in raw]
         if missing:
             raise DataError(f"{path}: not an opformer data set (missing attributes: {', '.join(missing)})")
@@ -190,10 +237,10 @@ def describe(data: DataFile) -> DatasetInfo:
                             f"by this opformer (expects {FORMAT_NAME!r} v<={FORMAT_VERSION})")
         if attrs["kind"] not in KINDS:
             raise DataError(f"{path}: unknown data-set kind {attrs['kind']!r}; expected one of {', '.join(KINDS)}")
-        reader = _trajectory_shape if kind == TRAJECTORY else _operator_shape
+        reader = {TRAJECTORY: _trajectory_shape, MESH: _mesh_shape}.get(kind, _operator_shape)
         n_samples, spatial, fields = reader(data, attrs)
         domain = attrs["domain"]
-        ndim = len(spatial)
+        ndim = fields["mesh"]["dim"] if kind == MESH else len(spatial)
         if not isinstance(domain, dict):
             raise DataError(f"{path}: attribute 'domain' needs 'lengths' and 'periodic' with {ndim} entries each")
         check_domain(path, domain, ndim)

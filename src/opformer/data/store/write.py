@@ -91,17 +91,28 @@ def _write(path: Path, arrays: dict[str, Any], leading: dict[str, int], attrs: d
             stamp = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "opformer_version": __version__,
                      "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             values = {key: attr_value(value) for key, value in {**stamp, **attrs}.items()}
-            for key, value in values.items():
-                _set_attr(f, key, value)
-            _set_attr(f, ATTRS_DIGEST, attrs_digest(values))
-        with open(tmp, "r+b") as f:
-            f.write(CHECKSUM_MAGIC + file_digest(tmp).encode())
-        try:  # what is on disk now, against the digest just stored (a second pass over the file)
-            verify_file(tmp)
-        except DataError as exc:
-            raise DataError(f"{path}: the file just written does not read back as written "
-                            f"({str(exc).removeprefix(f'{tmp}: ')}); nothing was replaced") from None
+            store_attrs(f, values)
+        seal(tmp, path)
     return path
+
+
+def store_attrs(f: h5py.File, values: dict[str, Any]) -> None:
+    """Store attributes (as :func:`attr_value` makes them) and their digest ``attrs_sha256``."""
+    for key, value in values.items():
+        _set_attr(f, key, value)
+    _set_attr(f, ATTRS_DIGEST, attrs_digest(values))
+
+
+def seal(tmp: Path, path: Path) -> None:
+    """Store the SHA-256 of the closed temporary file ``tmp`` in its user block and read it back against it
+    (a second pass over the file) before it may replace ``path``."""
+    with open(tmp, "r+b") as f:
+        f.write(CHECKSUM_MAGIC + file_digest(tmp).encode())
+    try:  # what is on disk now, against the digest just stored
+        verify_file(tmp)
+    except DataError as exc:
+        raise DataError(f"{path}: the file just written does not read back as written "
+                        f"({str(exc).removeprefix(f'{tmp}: ')}); nothing was replaced") from None
 
 
 def write_operator_dataset(
