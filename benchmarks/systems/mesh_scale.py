@@ -12,8 +12,8 @@ quadrature-weighted MSE -> backward -> Adam, ``--warmup`` steps, then the median
 and processor seconds; under load read the processor seconds), ``--threads`` threads. Memory: the peak rise of the
 process's anonymous resident memory from before the model and the sample are made to the end of the steps
 (:func:`benchmarks.harness.anonymous_rise`: the sample, the model, Adam's state and the step's activations), and the
-process's peak RSS (the interpreter and torch included). Small widths (stated in the results) keep the 10^6-point steps within this machine's memory;
-the scaling in the points is what is measured.
+process's peak RSS (the interpreter and torch included). Small widths (stated in the results) keep the 10^6-point
+steps within this machine's memory; the scaling in the points is what is measured.
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"{describe_machine(result['machine'])}; command `{result['command']}`; {result['threads']} thread(s); "
              f"{describe_load(result)}. The machine's 2 cores are shared with other jobs: read the processor seconds.",
              "", f"Models (small widths, so that 10^6 points fit): {json.dumps(result['models'])}.", "",
-             f"Step: forward, quadrature-weighted MSE, backward, Adam; batch 1; median of {result['repeats']} steps after "
-             f"{result['warmup']} warm-up steps.", "",
+             f"Step: forward, quadrature-weighted MSE, backward, Adam; batch 1; median of {result['repeats']} steps "
+             f"after {result['warmup']} warm-up steps.", "",
              *table_head("model", "points", "wall s/step", "CPU s/step", "CPU us/point", "wall us/point",
                          "memory rise (MiB)", "peak RSS (MiB)", "load (1 min)")]
     for row in result["cells"]:

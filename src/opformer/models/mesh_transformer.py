@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.models.mesh_batch import check_mesh_batch, sum_weights
+from opformer.models.mesh_batch import WEIGHTINGS, check_mesh_batch, sum_weights
 from opformer.nn.attention import check_choice
 from opformer.nn.encoder import SimpleEncoder
 from opformer.nn.positional import fourier_features
@@ -28,8 +28,8 @@ class MeshGalerkinTransformer(nn.Module):
     """Point-wise lift -> simple-attention encoder weighted by quadrature -> point-wise regressor, on any mesh.
 
     ``model(x, pos, weights, mask)``: ``x (B, N, in_channels)`` (``in_channels`` may be 0, the input then being the
-    coordinates alone), ``pos (B, N, space_dim)``, ``weights (B, N)``, ``mask (B, N)`` (:mod:`opformer.models.mesh_batch`);
-    returns ``(B, N, out_channels)``, zero on padding.
+    coordinates alone), ``pos (B, N, space_dim)``, ``weights (B, N)``, ``mask (B, N)``
+    (:mod:`opformer.models.mesh_batch`); returns ``(B, N, out_channels)``, zero on padding.
 
     - Lift: ``Linear(in_channels + e, d_model)`` of the fields and the coordinate encoding ``e``: the raw coordinates
       (``"raw"``), those and ``sin, cos(2 pi k x_j)`` for ``k <= fourier_modes`` (``"fourier"``), or none (``"none"``).
@@ -53,7 +53,7 @@ class MeshGalerkinTransformer(nn.Module):
                  decoder_dropout: Fraction = 0.0) -> None:
         super().__init__()
         check_choice("coordinate_encoding", coordinate_encoding, COORDINATE_ENCODINGS)
-        check_choice("weighting", weighting, ("quadrature", "uniform"))
+        check_choice("weighting", weighting, WEIGHTINGS)
         self.in_channels, self.space_dim, self.weighting = in_channels, space_dim, weighting
         self.fourier_modes = fourier_modes if coordinate_encoding == "fourier" else 0
         self.encodes_coordinates = coordinate_encoding != "none"

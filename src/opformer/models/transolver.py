@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
-from opformer.models.mesh_batch import check_mesh_batch, sum_weights
+from opformer.models.mesh_batch import WEIGHTINGS, check_mesh_batch, sum_weights
 from opformer.nn.attention import check_choice
 from opformer.nn.mlp import FeedForward
 from opformer.nn.physics_attention import PhysicsAttention
@@ -38,7 +38,8 @@ class TransolverBlock(nn.Module):
 
 
 class Transolver(nn.Module):
-    """Transolver on a mesh: ``model(x, pos, weights, mask) -> (B, N, out_channels)`` (:mod:`~opformer.models.mesh_batch`).
+    """Transolver on a mesh: ``model(x, pos, weights, mask) -> (B, N, out_channels)``
+    (:mod:`~opformer.models.mesh_batch`).
 
     - Lift: ``FeedForward(space_dim + in_channels, 2 n_hidden, n_hidden)`` of ``[pos, x]`` plus a learned vector
       ``placeholder`` (the authors' structured-mesh model adds it only when there are no input fields, and so does
@@ -51,10 +52,10 @@ class Transolver(nn.Module):
     ``reference_grid`` ``r > 0``: the lift sees, instead of the coordinates, their distances to the nodes of an
     ``r x r`` grid on the unit square (the authors' ``unified_pos``, their Darcy and Navier-Stokes runs).
     ``weighting``: ``"uniform"`` (the paper's slice tokens, means over the points) or ``"quadrature"`` (weighted by
-    the mesh's quadrature weights). The defaults are the authors' elasticity configuration (``scripts/Transolver_Elas.sh``:
-    128 hidden, 8 heads, 8 layers, 64 slices; 713,665 parameters, as theirs). Initialisation as the authors': truncated
-    normal (std 0.02) weights and zero biases in every Linear, temperature 0.5, ``placeholder`` uniform on
-    ``[0, 1 / n_hidden)``.
+    the mesh's quadrature weights). The defaults are the authors' elasticity configuration
+    (``scripts/Transolver_Elas.sh``: 128 hidden, 8 heads, 8 layers, 64 slices; 713,665 parameters, as theirs).
+    Initialisation as the authors': truncated normal (std 0.02) weights and zero biases in every Linear, temperature
+    0.5, ``placeholder`` uniform on ``[0, 1 / n_hidden)``.
     """
 
     mesh = True  # called as model(x, pos, weights, mask)
@@ -65,7 +66,7 @@ class Transolver(nn.Module):
                  dropout: Fraction = 0.0, weighting: str = "uniform", grid_shape: list[int] | None = None,
                  reference_grid: NonNegativeInt = 0) -> None:
         super().__init__()
-        check_choice("weighting", weighting, ("quadrature", "uniform"))
+        check_choice("weighting", weighting, WEIGHTINGS)
         if grid_shape is not None and len(grid_shape) != space_dim:
             raise ConfigError(f"model.grid_shape: expected {space_dim} axes (space_dim), got {grid_shape}")
         self.in_channels, self.space_dim, self.weighting = in_channels, space_dim, weighting

@@ -4,8 +4,8 @@ Tokens are ``(batch, N, d_model)``; the grid coordinates of the N tokens are con
 of the queries, keys and values of every head, so the attention itself is dimension-agnostic (a 2D
 grid is flattened to N tokens by the model). On a mesh, ``weights`` ``(batch, N)`` (quadrature weights summing to 1
 over each sample's points, 0 on padding) replace the uniform ``1 / N`` in every sum over tokens, and a zero weight
-excludes a token from every sum and softmax (``../shared/spec/mesh.md``). FactFormer's full-grid linear attention with RoPE is another
-module, :mod:`opformer.nn.oformer_attention`.
+excludes a token from every sum and softmax (``../shared/spec/mesh.md``). FactFormer's full-grid linear attention
+with RoPE is another module, :mod:`opformer.nn.oformer_attention`.
 """
 
 from __future__ import annotations
