@@ -2,9 +2,13 @@
 this CPU: time per point and peak memory. Both models are linear in the points, so the time per point at 10^6 should
 be within 1.3x of that at 10^5.
 
-Run from the repository root: ``python -m benchmarks.systems.mesh_scale`` (a few minutes on 2 shared cores; writes
-benchmarks/results/systems/mesh_scale.json and .md). ``--profile`` adds, for each model, the operators that take the
-most processor time in one step at the two largest sizes (torch.profiler), to say where a ratio above 1.3 comes from.
+Run from the repository root: ``python -m benchmarks.systems.mesh_scale --profile`` (about ten minutes on 2 shared
+cores; writes benchmarks/results/systems/mesh_scale.json and .md). ``--profile`` adds, for each model, the operators
+that take the most processor time in one step at the two largest sizes (torch.profiler), to say where a ratio above
+1.3 comes from. The C library keeps freed memory for reuse, as the trainer has it by default
+(``train.retain_freed_memory``, :func:`opformer.runtime.retain_freed_memory`); ``--release-freed-memory`` measures
+the C library's default instead (each large tensor a fresh memory map, its pages faulted in and zeroed anew at every
+step), written as ``mesh_scale_released``.
 
 Each cell (model, points) runs in a fresh process (its memory its own): one sample of ``n`` random points in the unit
 square with random positive quadrature weights and a random target, the training step forward -> the
@@ -32,6 +36,7 @@ import torch
 from benchmarks.harness import ROOT, anonymous_rise, argument_parser, describe_load, describe_machine, table_head, \
     write_results
 from opformer.models.registry import build_model
+from opformer.runtime import retain_freed_memory
 
 #: model -> its config (small widths; the input is the coordinates and one field)
 MODELS = {
@@ -62,9 +67,11 @@ def make_step(name: str, n: int) -> tuple[torch.nn.Module, Any]:
     return model, step
 
 
-def cell(name: str, n: int, warmup: int, repeats: int, threads: int, profile: bool) -> dict[str, Any]:
+def cell(name: str, n: int, warmup: int, repeats: int, threads: int, profile: bool, retain: bool) -> dict[str, Any]:
     """Time one (model, points) cell in this process."""
     torch.set_num_threads(threads)
+    if retain:
+        retain_freed_memory()
     walls, cpus = [], []
     load = os.getloadavg()
     with anonymous_rise() as rise:
@@ -93,6 +100,7 @@ def markdown(result: dict[str, Any]) -> str:
     """The results table and the ratios of the time per point."""
     lines = ["# One training step on a mesh: time per point and memory, 10^4 to 10^6 points, this CPU", "",
              f"{describe_machine(result['machine'])}; command `{result['command']}`; {result['threads']} thread(s); "
+             f"freed memory {'kept for reuse (the trainer default)' if result['retain_freed_memory'] else 'returned'}; "
              f"{describe_load(result)}. The machine's 2 cores are shared with other jobs: read the processor seconds.",
              "", f"Models (small widths, so that 10^6 points fit): {json.dumps(result['models'])}.", "",
              f"Step: forward, quadrature-weighted MSE, backward, Adam; batch 1; median of {result['repeats']} steps "
@@ -134,13 +142,15 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--profile", action="store_true", help="profile one step at the two largest sizes")
     parser.add_argument("--note", default="", help="a sentence for the results (what the profile showed)")
+    parser.add_argument("--release-freed-memory", action="store_true",
+                        help="the C library's default: freed memory returned to the system")
     parser.add_argument("--cell", default=None, help="internal: MODEL:POINTS, one cell in this process, as JSON")
     args = parser.parse_args()
     points = [int(v) for v in args.points.split(",")]
     if args.cell:
         name, n = args.cell.split(":")
         print(json.dumps(cell(name, int(n), args.warmup, args.repeats, args.threads,
-                              args.profile and int(n) in sorted(points)[-2:])))
+                              args.profile and int(n) in sorted(points)[-2:], not args.release_freed_memory)))
         return
     load_before = os.getloadavg()
     cells = []
@@ -148,13 +158,15 @@ def main() -> None:
         for n in points:
             command = [sys.executable, "-m", "benchmarks.systems.mesh_scale", "--cell", f"{name}:{n}",
                        "--threads", str(args.threads), "--warmup", str(args.warmup), "--repeats", str(args.repeats),
-                       "--points", args.points] + (["--profile"] if args.profile else [])
+                       "--points", args.points] + (["--profile"] if args.profile else []) \
+                + (["--release-freed-memory"] if args.release_freed_memory else [])
             out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True).stdout
             cells.append(json.loads(out.strip().splitlines()[-1]))
             print(f"{name} {n}: {cells[-1]['cpu_seconds_median']:.3f} CPU s", flush=True)
-    write_results(args.results, "mesh_scale", {"threads": args.threads, "warmup": args.warmup,
-                                                "repeats": args.repeats, "models": MODELS, "cells": cells,
-                                                "note": args.note}, markdown, load_before)
+    name = "mesh_scale_released" if args.release_freed_memory else "mesh_scale"
+    write_results(args.results, name, {"threads": args.threads, "warmup": args.warmup, "repeats": args.repeats,
+                                       "retain_freed_memory": not args.release_freed_memory, "models": MODELS,
+                                       "cells": cells, "note": args.note}, markdown, load_before)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,20 @@ def test_weighted_relative_l2_formula():
     assert torch.allclose(weighted_relative_l2_per_sample(pred, target, w), torch.tensor([(0.5 / 1.0) ** 0.5]))
     w2 = torch.tensor([[0.2, 0.8, 0.0]])
     assert torch.allclose(weighted_relative_l2_per_sample(pred, target, w2), torch.tensor([0.8 ** 0.5]))
+
+
+@pytest.mark.slow
+def test_a_streamed_mesh_run_trains_as_a_held_one(tmp_path):
+    """A training split beyond data.memory_gb is read per batch by a worker process: the same errors."""
+    data = write(tmp_path / "m.h5", mesh_samples((20, 31, 25, 18, 27, 22, 19)))
+    model = {"name": "mesh_mlp", "in_channels": 1, "out_channels": 2, "width": 8, "n_layers": 1}
+    columns = []
+    for name, memory in (("held", 8.0), ("streamed", 1e-7)):
+        section = config(data, model)
+        section["data"].update(memory_gb=memory, workers=1)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(section))
+        assert main(["train", str(path), "--out", str(tmp_path / name)]) == 0
+        with open(tmp_path / name / "metrics.csv") as f:
+            columns.append([(r["train_loss"], r["val_relative_l2"]) for r in csv.DictReader(f)])
+    assert columns[0] == columns[1]
