@@ -27,6 +27,14 @@ def test_round_trip_through_config(name):
     shapes = {k: v.shape for k, v in model.state_dict().items()}
     assert {k: v.shape for k, v in rebuilt.state_dict().items()} == shapes
     rebuilt.load_state_dict(model.state_dict())
+    if getattr(model, "mesh", False):  # model(x, pos, weights, mask) on the points of a mesh (or structured grid)
+        shape = model.config.get("grid_shape") or [7, 5]
+        n = shape[0] * shape[1]
+        inputs = (torch.randn(1, n, model.config["in_channels"]), torch.rand(1, n, model.config["space_dim"]),
+                  torch.rand(1, n), torch.ones(1, n, dtype=torch.bool))
+        with torch.no_grad():
+            torch.testing.assert_close(rebuilt.eval()(*inputs), model.eval()(*inputs))
+        return
     # 1D/2D grids the model accepts: at least its coarse grid, a multiple of its output grid's cells
     n = max(32, model.config.get("coarse_size", 0), 2 * (model.config.get("output_size") or 1) - 1)
     n = 8 if model.ndim == 3 else n  # 3D models: a small grid keeps the test fast
@@ -44,7 +52,7 @@ def test_config_holds_resolved_defaults_and_overrides():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: dil_resnet2d, dil_resnet3d, dpot2d, dpot3d, factformer2d, factformer2d_steady, factformer3d, ffno2d, ffno3d, fno1d, fno2d, fno2d_time, fno3d_time, galerkin_transformer_1d, galerkin_transformer_2d"):
+    with pytest.raises(ConfigError, match="unknown name 'gt'; valid names: dil_resnet2d, dil_resnet3d, dpot2d, dpot3d, factformer2d, factformer2d_steady, factformer3d, ffno2d, ffno3d, fno1d, fno2d, fno2d_time, fno3d_time, galerkin_transformer_1d, galerkin_transformer_2d, galerkin_transformer_mesh, mesh_mlp, transolver"):
         build_model({"name": "gt"})
     with pytest.raises(ConfigError, match="missing key 'name'"):
         build_model({"d_model": 4})
@@ -97,6 +105,10 @@ PRESET_PARAMETERS = {
     "gt_darcy_inverse": 2_348_353, "linear_kolmogorov": 1_295_681, "lt_burgers": 530_305, "st_burgers": 530_305,
     "dpot_ti": 7_534_643, "dpot_s": 30_801_459, "dpot_m": 122_125_875, "dpot_l": 509_018_739,
     "dpot_micro": 1_657_383, "dpot_nano": 469_927,
+    # mesh models: Transolver's are the authors' counts (tests/models/test_transolver.py)
+    "transolver_elasticity": 713_665, "transolver_airfoil": 2_810_817, "transolver_pipe": 3_073_985,
+    "transolver_elasticity_quadrature": 713_665, "gt_mesh_elasticity": 834_817, "ft_mesh_elasticity": 834_817,
+    "mesh_mlp_elasticity": 50_049,
 }
 
 

@@ -198,3 +198,80 @@ def test_residual_form_adds_the_input(attention_type):
         x32 = x.float()
         out = attn.float()(x32, pos.float(), residual=True)
     assert out.dtype == torch.float32  # the residual stream keeps its precision under autocast
+
+
+def weighted_reference(attn: SimpleAttention, x: torch.Tensor, pos: torch.Tensor, w: torch.Tensor,
+                       eps: float) -> torch.Tensor:
+    """The quadrature-weighted sums of ``../shared/spec/mesh.md``, head by head with explicit matrices."""
+    h, dk = attn.n_head, attn.d_head
+    outputs = []
+    for b in range(x.shape[0]):
+        merged = []
+        for i in range(h):
+            rows = slice(i * dk, (i + 1) * dk)
+            mats = {}
+            for name in ("query", "key", "value"):
+                lin = getattr(attn, name)
+                t = x[b] @ lin.weight[rows].T + lin.bias[rows]
+                if name in attn.norms:
+                    norm = attn.norms[name]
+                    t = _layer_norm(t, norm.weight[i, 0], norm.bias[i, 0], eps)
+                mats[name] = torch.cat([pos[b], t], dim=1)
+            q, k, v = mats["query"], mats["key"], mats["value"]
+            kind = attn.attention_type
+            if kind == "galerkin":
+                z = q @ (k.T @ torch.diag(w[b]) @ v)
+            elif kind == "fourier":
+                z = (q @ k.T) @ torch.diag(w[b]) @ v
+            elif kind == "softmax":
+                s = q @ k.T / math.sqrt(q.shape[1])
+                a = w[b] * torch.exp(s - s.max(1, keepdim=True).values)  # a_ij = w_j exp(s_ij) / sum_k w_k exp(s_ik)
+                z = (a / a.sum(1, keepdim=True)) @ v
+            else:
+                qs = torch.exp(q) / torch.exp(q).sum(1, keepdim=True)
+                ks = w[b, :, None] * torch.exp(k)
+                z = qs @ ((ks / ks.sum(0, keepdim=True)).T @ v)
+            merged.append(z)
+        outputs.append(torch.cat(merged, dim=1) @ attn.out.weight.T + attn.out.bias)
+    return torch.stack(outputs)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
+def test_weighted_sums_match_explicit_formulas(attention_type):
+    torch.manual_seed(1)
+    d, h, n, pos_dim, eps = 8, 2, 6, 2, 1e-7
+    attn = SimpleAttention(d, h, attention_type, pos_dim=pos_dim, eps=eps).double()
+    _randomise(attn)
+    x, pos = torch.randn(2, n, d, dtype=torch.float64), torch.rand(2, n, pos_dim, dtype=torch.float64)
+    w = torch.rand(2, n, dtype=torch.float64) + 0.1
+    w = w / w.sum(1, keepdim=True)
+    expected = weighted_reference(attn, x, pos, w, eps)
+    torch.testing.assert_close(attn(x, pos, weights=w), expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, pos, residual=True, weights=w), x + expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
+def test_uniform_weights_equal_the_unweighted_layer(attention_type):
+    torch.manual_seed(2)
+    attn = SimpleAttention(8, 2, attention_type, pos_dim=1).double()
+    _randomise(attn)
+    x, pos = torch.randn(3, 5, 8, dtype=torch.float64), torch.rand(5, 1, dtype=torch.float64)
+    w = torch.full((3, 5), 1 / 5, dtype=torch.float64)
+    torch.testing.assert_close(attn(x, pos, weights=w), attn(x, pos), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax", "linear"])
+def test_zero_weight_tokens_are_excluded(attention_type):
+    """Padded tokens (weight 0, any finite values) change nothing at the real tokens."""
+    torch.manual_seed(3)
+    attn = SimpleAttention(8, 2, attention_type, pos_dim=2).double()
+    _randomise(attn)
+    x, pos = torch.randn(1, 4, 8, dtype=torch.float64), torch.rand(1, 4, 2, dtype=torch.float64)
+    w = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    alone = attn(x, pos, weights=w)
+    padded = attn(torch.cat([x, 50 * torch.randn(1, 3, 8, dtype=torch.float64)], 1),
+                  torch.cat([pos, 9 * torch.rand(1, 3, 2, dtype=torch.float64)], 1),
+                  weights=torch.cat([w, torch.zeros(1, 3, dtype=torch.float64)], 1))
+    torch.testing.assert_close(padded[:, :4], alone, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="weights"):
+        attn(x, pos, weights=w[:, :3])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from opformer.nn.positional import append_coordinates, grid_coordinates
+from opformer.nn.positional import append_coordinates, fourier_features, grid_coordinates
 
 
 def test_periodic_grid_excludes_right_end_and_subsamples_exactly():
@@ -38,3 +40,12 @@ def test_cell_axes_hold_the_cell_centres():
     pos = grid_coordinates((4, 3), lengths=(2.0, 1.0), periodic=("cells", "periodic"), dtype=torch.float64)
     torch.testing.assert_close(pos[:, 0, 0], torch.tensor([0.25, 0.75, 1.25, 1.75], dtype=torch.float64))
     torch.testing.assert_close(pos[0, :, 1], torch.tensor([0.0, 1 / 3, 2 / 3], dtype=torch.float64))
+
+
+def test_fourier_features_formula():
+    pos = torch.tensor([[0.125, 0.5]], dtype=torch.float64)
+    out = fourier_features(pos, 2)
+    angles = [2 * math.pi * k * v for v in (0.125, 0.5) for k in (1, 2)]
+    expected = [0.125, 0.5] + [math.sin(a) for a in angles] + [math.cos(a) for a in angles]
+    torch.testing.assert_close(out[0], torch.tensor(expected, dtype=torch.float64), rtol=1e-14, atol=1e-14)
+    assert fourier_features(pos, 0) is pos

@@ -44,6 +44,17 @@ def masked_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, mask
     return (ratio.sqrt() * mask).sum(dim=1) / mask.sum(dim=1)
 
 
+def weighted_relative_l2_per_sample(pred: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The relative L2 on a mesh, ``sqrt(sum_i w_i |u_i - v_i|^2 / sum_i w_i |v_i|^2)`` over the points ``i`` and
+    every channel, one value per sample: ``pred``, ``target`` ``(batch, N, channels)``, ``weights`` ``(batch, N)``
+    the quadrature weights (0 on padding). With ``weights`` the mask (1 on every real point) it is the plain
+    relative L2 of the real points."""
+    w = weights.to(pred.dtype).unsqueeze(-1)
+    diff = (w * (pred - target).square()).flatten(1).sum(dim=1)
+    norm = (w * target.square()).flatten(1).sum(dim=1)
+    return torch.sqrt(diff / norm)
+
+
 def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tensor | None:
     """``level * N(0, 1)`` of ``shape`` from a seeded CPU generator (the same on every device); None if 0."""
     if level == 0:

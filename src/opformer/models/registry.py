@@ -20,6 +20,9 @@ from opformer.models.fno import FNO
 from opformer.models.fno_time import FNOTime
 from opformer.models.galerkin_transformer import GalerkinTransformer1d
 from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
+from opformer.models.mesh_mlp import PointwiseMLP
+from opformer.models.mesh_transformer import MeshGalerkinTransformer
+from opformer.models.transolver import Transolver
 from opformer.validate import check_arguments
 
 
@@ -58,6 +61,11 @@ MODELS: dict[str, ModelEntry] = {
     # DPOT (docs/models.md): patches, temporal aggregation, Fourier-attention blocks
     "dpot2d": ModelEntry(DPOT, {"ndim": 2}),
     "dpot3d": ModelEntry(DPOT, {"ndim": 3}),
+    # mesh models (docs/models.md), called model(x, pos, weights, mask): the GT/FT with quadrature-weighted sums,
+    # Transolver, the point-wise MLP
+    "galerkin_transformer_mesh": ModelEntry(MeshGalerkinTransformer),
+    "transolver": ModelEntry(Transolver),
+    "mesh_mlp": ModelEntry(PointwiseMLP),
 }
 #: The models that follow the data's grid kinds (``periodic``, per axis) where the model section leaves them out.
 GRID_MODELS = frozenset(name for name, entry in MODELS.items() if entry.follows_grid)
@@ -129,6 +137,23 @@ PRESETS: dict[str, dict[str, Any]] = {
     # sized for a CPU: 64^2 input, patch 4, no classifier (1.66M and 0.47M parameters)
     "dpot_micro": {**_DPOT_CPU, "width": 256},
     "dpot_nano": {**_DPOT_CPU, "width": 128},
+    # Transolver (Wu et al. 2024), the authors' scripts (scripts/Transolver_{Elas,Airfoil,Pipe}.sh): the input is
+    # the coordinates; 713,665, 2,810,817 and 3,073,985 parameters, theirs (tests/fixtures/transolver)
+    "transolver_elasticity": {"name": "transolver", "n_hidden": 128, "n_head": 8, "n_layers": 8, "slice_num": 64},
+    "transolver_airfoil": {"name": "transolver", "n_hidden": 128, "n_head": 8, "n_layers": 8, "slice_num": 64,
+                           "grid_shape": [221, 51]},
+    "transolver_pipe": {"name": "transolver", "n_hidden": 128, "n_head": 8, "n_layers": 8, "slice_num": 64,
+                        "mlp_ratio": 2, "grid_shape": [129, 129]},
+    # the same elasticity model with quadrature-weighted slice tokens
+    "transolver_elasticity_quadrature": {"name": "transolver", "n_hidden": 128, "n_head": 8, "n_layers": 8,
+                                         "slice_num": 64, "weighting": "quadrature"},
+    # the GT / FT on meshes at the Galerkin Transformer paper's Darcy width (d 128, 4 heads, 6 layers, FFN 256;
+    # eps 1e-7), the input the coordinates, quadrature-weighted sums
+    "gt_mesh_elasticity": {"name": "galerkin_transformer_mesh", "d_model": 128, "n_head": 4, "n_layers": 6,
+                           "dim_ff": 256, "layer_norm_eps": 1e-7},
+    "ft_mesh_elasticity": {"name": "galerkin_transformer_mesh", "attention_type": "fourier", "d_model": 128,
+                           "n_head": 4, "n_layers": 6, "dim_ff": 256, "layer_norm_eps": 1e-7},
+    "mesh_mlp_elasticity": {"name": "mesh_mlp", "width": 128, "n_layers": 4},
 }
 
 

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from opformer.data.normalize import UnitGaussianNormalizer
+from opformer.models.mesh_surrogate import MESH_LAYOUT, MeshSurrogate
 from opformer.models.registry import build_model
 
 
@@ -70,9 +71,9 @@ class Surrogate(nn.Module):
         return self.model.config
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> Surrogate:
-        """Rebuild from :attr:`spec` (e.g. as stored in a checkpoint)."""
-        return cls(spec)
+    def from_spec(cls, spec: dict[str, Any]) -> Surrogate | MeshSurrogate:
+        """Rebuild from :attr:`spec` (e.g. as stored in a checkpoint): a :class:`MeshSurrogate` for mesh data."""
+        return MeshSurrogate(spec) if spec["data"].get("layout") == MESH_LAYOUT else cls(spec)
 
     def forward(self, x: torch.Tensor, input_noise: torch.Tensor | None = None) -> torch.Tensor:
         """Predict targets in physical units from inputs in physical units (channel-last).

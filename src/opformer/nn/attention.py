@@ -2,8 +2,10 @@
 
 Tokens are ``(batch, N, d_model)``; the grid coordinates of the N tokens are concatenated in front
 of the queries, keys and values of every head, so the attention itself is dimension-agnostic (a 2D
-grid is flattened to N tokens by the model). FactFormer's full-grid linear attention with RoPE is another
-module, :mod:`opformer.nn.oformer_attention`.
+grid is flattened to N tokens by the model). On a mesh, ``weights`` ``(batch, N)`` (quadrature weights summing to 1
+over each sample's points, 0 on padding) replace the uniform ``1 / N`` in every sum over tokens, and a zero weight
+excludes a token from every sum and softmax (``../shared/spec/mesh.md``). FactFormer's full-grid linear attention
+with RoPE is another module, :mod:`opformer.nn.oformer_attention`.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ class SimpleAttention(nn.Module):
     The heads are merged to ``n_head * e`` features and ``Linear(d + n_head * pos_dim, d)`` maps back.
     ``dropout`` acts on the N x N attention matrix (fourier, softmax) or on ``K^T V`` (galerkin,
     linear), in training only.
+
+    With quadrature ``weights`` ``w`` (``(batch, N)``, each row summing to 1; 0 excludes a token) the sums over
+    tokens are quadratures: galerkin ``Q (K^T diag(w) V)``, fourier ``(Q K^T) diag(w) V``, softmax
+    ``softmax(s + log w)`` over keys, linear ``softmax_positions(K + log w)``. ``w = 1 / N`` gives the unweighted
+    layer.
     """
 
     def __init__(
@@ -193,31 +200,35 @@ class SimpleAttention(nn.Module):
             got = None if pos is None else tuple(pos.shape)
             raise ValueError(f"expected coordinates (..., {n_tokens}, {self.pos_dim}), got {got}")
 
-    def forward(self, x: Tensor, pos: Tensor | None = None, residual: bool = False) -> Tensor:
+    def forward(self, x: Tensor, pos: Tensor | None = None, residual: bool = False,
+                weights: Tensor | None = None) -> Tensor:
         """Attend over the N tokens of ``x`` ``(batch, N, d)`` with coordinates ``pos``; with ``residual``, return
         ``x`` plus the attention (for the galerkin type one product gives both, outside autocast).
 
         ``pos`` is ``(N, pos_dim)`` or ``(batch, N, pos_dim)``; it may be None only if ``pos_dim == 0``.
+        ``weights`` ``(batch, N)``: the quadrature weights of the tokens (None: ``1 / N`` each).
         """
         batch, n_tokens, _ = x.shape
         if self.pos_dim > 0:
             self._check_pos(pos, n_tokens)
             pos = pos.to(x.dtype)
+        if weights is not None and tuple(weights.shape) != (batch, n_tokens):
+            raise ValueError(f"expected weights ({batch}, {n_tokens}), got {tuple(weights.shape)}")
         if self.attention_type == "galerkin":
             if residual and torch.is_autocast_enabled(x.device.type):  # keep the residual stream's precision
-                return x + self._galerkin(x, pos, False)
-            return self._galerkin(x, pos, residual)
+                return x + self._galerkin(x, pos, False, weights)
+            return self._galerkin(x, pos, residual, weights)
         if residual:
-            return x + self.forward(x, pos)
+            return x + self.forward(x, pos, weights=weights)
         q, k, v = (self._project(name, x).transpose(1, 2) for name in ("query", "key", "value"))
         if self.pos_dim > 0:
             pos = pos.unsqueeze(-3).expand(batch, self.n_head, n_tokens, self.pos_dim)
             q, k, v = (torch.cat([pos, t], dim=-1) for t in (q, k, v))
-        z = self._attend(q, k, v)
+        z = self._attend(q, k, v, None if weights is None else weights.to(q.dtype)[:, None, :, None])
         z = z.transpose(1, 2).reshape(batch, n_tokens, -1)
         return self.out(z)
 
-    def _galerkin(self, x: Tensor, pos: Tensor | None, residual: bool) -> Tensor:
+    def _galerkin(self, x: Tensor, pos: Tensor | None, residual: bool, weights: Tensor | None) -> Tensor:
         """Galerkin attention and the output map, regrouped so that only d x d matrices are formed.
 
         With ``K' = [pos, K_h]``, ``V' = [pos, V_h]``, ``Q' = [pos, Q_h]`` per head and the output map
@@ -227,12 +238,18 @@ class SimpleAttention(nn.Module):
         normalized, ``Q_h = x W_q,h^T + b_q,h`` is folded in: ``out = x G + c + pos P`` with per-sample
         ``G = W_q^T M_q`` (d x d), ``c = b_q M_q + b_o`` and ``P = sum_h M_h[:pos_dim]``, where
         ``M_h = A_h W_o,h^T``. Same function as the per-head formula, fewer products over N. With ``residual``,
-        ``x + out = x (G + I) + c + pos P``.
+        ``x + out = x (G + I) + c + pos P``. With quadrature ``weights``, ``A_h = drop(K'_h^T diag(w) V'_h)``.
         """
         batch, n_tokens, _ = x.shape
         h, d_head, p = self.n_head, self.d_head, self.pos_dim
-        kv = galerkin_gram(self._project("key", x), self._project("value", x), pos)
-        kv = self.dropout(kv / n_tokens)
+        k, v = self._project("key", x), self._project("value", x)
+        if weights is None:
+            kv = galerkin_gram(k, v, pos) / n_tokens
+        else:  # K'^T diag(w) V': both factors, and the coordinates in the Gram matrix, scaled by sqrt(w)
+            root = weights.to(k.dtype).sqrt().unsqueeze(-1)
+            gram_pos = None if pos is None else pos.expand(batch, n_tokens, p) * root
+            kv = galerkin_gram(k * root.unsqueeze(-1), v * root.unsqueeze(-1), gram_pos)
+        kv = self.dropout(kv)
         # M_h = A_h W_o,h^T: (batch, h, e, d)
         m = kv @ self.out.weight.t().reshape(h, d_head + p, -1)
         m_q = m[:, :, p:].reshape(batch, h * d_head, -1)
@@ -246,13 +263,20 @@ class SimpleAttention(nn.Module):
             out = torch.baddbmm(out, pos.to(out.dtype).expand(batch, n_tokens, p), pos_term)
         return out
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """Per-head fourier, softmax or linear attention on ``(batch, h, N, e)`` tensors."""
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, weights: Tensor | None) -> Tensor:
+        """Per-head fourier, softmax or linear attention on ``(batch, h, N, e)`` tensors; ``weights``
+        ``(batch, 1, N, 1)`` or None (uniform)."""
         n_tokens = q.shape[-2]
+        log_w = None if weights is None else weights.log()  # -inf where a token is excluded
         if self.attention_type == "linear":
-            kv = k.softmax(dim=-2).transpose(-2, -1) @ v
+            keys = k if log_w is None else k + log_w
+            kv = keys.softmax(dim=-2).transpose(-2, -1) @ v
             return q.softmax(dim=-1) @ self.dropout(kv)
         if self.attention_type == "fourier":
-            return self.dropout((q / n_tokens) @ k.transpose(-2, -1)) @ v
+            if weights is None:
+                return self.dropout((q / n_tokens) @ k.transpose(-2, -1)) @ v
+            return self.dropout(q @ k.transpose(-2, -1)) @ (v * weights)
         scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+        if log_w is not None:
+            scores = scores + log_w.transpose(-2, -1)
         return self.dropout(scores.softmax(dim=-1)) @ v

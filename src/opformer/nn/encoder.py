@@ -23,7 +23,8 @@ class SimpleEncoderLayer(nn.Module):
         x = LN1(x + drop(attn(x, pos)));  x = LN2(x + drop(ffn(x)))
 
     ``dropout`` acts on both residual branches, ``ffn_dropout`` inside the FFN and
-    ``attention_dropout`` on the attention weights; all are active in training only.
+    ``attention_dropout`` on the attention weights; all are active in training only. ``weights`` ``(batch, N)``
+    are the tokens' quadrature weights on a mesh (:class:`~opformer.nn.attention.SimpleAttention`).
     """
 
     def __init__(self, d_model: int, n_head: int = 1, dim_ff: int | None = None, attention_type: str = "galerkin",
@@ -49,12 +50,12 @@ class SimpleEncoderLayer(nn.Module):
             self.norm1 = nn.LayerNorm(d_model, eps=eps)
             self.norm2 = nn.LayerNorm(d_model, eps=eps)
 
-    def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, pos: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         """Apply attention and FFN with their residual connections."""
         if self.training and drop_levels(self.dropout.p) > 0:
-            x = x + self.dropout(self.attention(x, pos))
+            x = x + self.dropout(self.attention(x, pos, weights=weights))
         else:
-            x = self.attention(x, pos, residual=True)
+            x = self.attention(x, pos, residual=True, weights=weights)
         if self.post_norms:
             x = self.norm1(x)
         x = x + self.dropout(self.ffn(x))
@@ -65,13 +66,13 @@ class SimpleEncoderLayer(nn.Module):
 
 class SimpleEncoder(nn.ModuleList):
     """``n_layers`` :class:`SimpleEncoderLayer` of the same settings (``layer_kwargs``), applied in turn to tokens
-    ``(batch, N, d_model)`` with the same coordinates ``pos``."""
+    ``(batch, N, d_model)`` with the same coordinates ``pos`` (and quadrature ``weights``, if given)."""
 
     def __init__(self, n_layers: int, d_model: int, **layer_kwargs: Any) -> None:
         super().__init__(SimpleEncoderLayer(d_model, **layer_kwargs) for _ in range(n_layers))
 
-    def forward(self, x: Tensor, pos: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, pos: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         """Apply every layer to ``x``."""
         for layer in self:
-            x = layer(x, pos)
+            x = layer(x, pos, weights)
         return x

@@ -46,3 +46,13 @@ def append_coordinates(x: Tensor, pos: Tensor) -> Tensor:
     """Append coordinates ``(*spatial, ndim)`` to the channels of ``x`` ``(batch, *spatial, c)``."""
     pos = pos.to(x.dtype).expand(x.shape[0], *pos.shape)
     return torch.cat([x, pos], dim=-1)
+
+
+def fourier_features(pos: Tensor, n_frequencies: int) -> Tensor:
+    """Coordinates and their Fourier features: ``[x, sin(2 pi k x_j), cos(2 pi k x_j)]`` for ``k = 1..n_frequencies``
+    and every axis ``j``; ``pos`` ``(..., d)`` -> ``(..., d (1 + 2 n_frequencies))``."""
+    if n_frequencies == 0:
+        return pos
+    k = torch.arange(1, n_frequencies + 1, dtype=pos.dtype, device=pos.device)
+    angles = (2 * torch.pi * pos.unsqueeze(-1) * k).flatten(-2)
+    return torch.cat([pos, angles.sin(), angles.cos()], dim=-1)

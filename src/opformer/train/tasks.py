@@ -3,6 +3,7 @@
 ``OperatorTask``: input -> target pairs of a steady operator (Burgers, Darcy, inverse Darcy).
 ``TrajectoryTask``: windows of trajectories, trained with a rollout strategy and validated by rollouts.
 ``MixtureTask``: windows drawn from a mixture of trajectory files (DPOT's pre-training), channels masked.
+``MeshTask``: input -> target pairs on meshes, padded batches, the quadrature-weighted relative L2.
 :func:`make_task` picks one from the data section and the kind of the data file.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 import torch
 
 from opformer.config import RolloutConfig, RunConfig
+from opformer.data.mesh_splits import StreamedMeshSplit, load_mesh_split
 from opformer.data.mixture import Mixture, MixtureSpec
 from opformer.data.normalize import NORMALIZER_CHUNK
 from opformer.data.pairs import OperatorSplit, PairLayout, load_split, split_options, split_range
@@ -28,8 +30,9 @@ from opformer.data.trajectories import TrajectorySplit, load_trajectories, traje
 from opformer.errors import ConfigError
 from opformer.grids import CELLS, PERIODIC, axis_kinds
 from opformer.eval.metrics import (NOISE_SEED_OFFSETS, masked_relative_l2_per_sample, relative_l2_per_sample,
-                                   rollout_errors, split_errors)
-from opformer.kinds import TRAJECTORY
+                                   rollout_errors, split_errors, weighted_relative_l2_per_sample)
+from opformer.kinds import MESH, TRAJECTORY
+from opformer.models.mesh_surrogate import MESH_LAYOUT, MeshSurrogate
 from opformer.models.surrogate import Surrogate
 from opformer.train.distributed import Context, Part
 from opformer.train.losses import H1RelativeLoss, channel_relative_l2_per_sample, normalized_metric, relative_l2
@@ -457,13 +460,117 @@ class MixtureTask:
         return {self.columns[name]: error for name, error in self.member_errors.items()}
 
 
-def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask:
+#: the metrics column of the plain relative L2 (uniform over the real points) of a mesh run's validation
+UNIFORM_COLUMN = "val_relative_l2_uniform"
+
+
+class MeshTask:
+    """Mini-batches of padded mesh samples (:mod:`opformer.data.mesh_splits`); the loss and the selection metric are
+    the quadrature-weighted relative L2 (``sqrt(sum_i w_i |u_i - v_i|^2 / sum_i w_i |v_i|^2)`` per sample), and the
+    plain one (uniform over the real points) is logged beside it as ``val_relative_l2_uniform``."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        data = config.data
+        grid_keys = {"data.resolution": data.resolution, "data.target_resolution": data.target_resolution,
+                     "data.input_noise": data.input_noise or None,
+                     "data.direction": None if data.direction == "forward" else data.direction,
+                     "data.boundary": None if data.boundary == "none" else data.boundary,
+                     "loss.name": None if config.loss.name == "relative_l2" else config.loss.name}
+        for key, value in grid_keys.items():
+            if value is not None:
+                raise ConfigError(f"{key}: {value!r} is for grid data; {data.path} holds mesh data")
+        splits = {"n_train": data.n_train, "n_val": data.n_val, "n_test": data.n_test}
+        self.train = load_mesh_split(data.path, "train", **splits, memory_gb=data.memory_gb)
+        self.val = load_mesh_split(data.path, "val", **splits)
+        self.streamed = isinstance(self.train, StreamedMeshSplit)
+        self.info = self.val.info
+        self.input_channels, self.target_channels = list(self.info.input_channels), list(self.info.target_channels)
+        _check_channel_weights(config, None)
+        self.uniform_error = math.nan
+
+    def spec_data(self) -> dict[str, Any]:
+        """The data signature stored in the surrogate's spec."""
+        return {"layout": MESH_LAYOUT, "space_dim": self.info.mesh["dim"], "input_channels": self.input_channels,
+                "target_channels": self.target_channels}
+
+    def check_fit(self, model: torch.nn.Module) -> None:
+        """A mesh surrogate whose output has the targets' channels."""
+        if not isinstance(model, MeshSurrogate):
+            raise ConfigError(f"model: {self.info.path} holds mesh data, which needs a mesh model")
+        batch = self.train.fetch(torch.zeros(1, dtype=torch.long))
+        with torch.no_grad():
+            out = model.eval()(*batch[:4])
+        if out.shape != batch.y.shape:
+            raise ConfigError(f"model: outputs {out.shape[-1]} channels but the targets of {self.info.path} have "
+                              f"{batch.y.shape[-1]} ({', '.join(self.target_channels)})")
+
+    def normalizer_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The training samples' real points, ``(points, channels)`` of inputs and targets, a few samples at a time."""
+        for start in range(0, len(self.train), NORMALIZER_CHUNK):
+            batch = self.train.fetch(torch.arange(start, min(start + NORMALIZER_CHUNK, len(self.train))))
+            yield batch.x[batch.mask], batch.y[batch.mask]
+
+    def steps_per_epoch(self) -> int:
+        """Optimiser steps per epoch."""
+        return math.ceil(len(self.train) / self.config.train.batch_size)
+
+    def plan(self, epoch: int, generator: torch.Generator) -> list[torch.Tensor]:
+        """The shuffled samples of each global mini-batch."""
+        return self.train.plan(self.config.train.batch_size, generator)
+
+    def fetch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(x, pos, weights, mask, y)`` of the samples ``index``, padded to the largest."""
+        return tuple(self.train.fetch(index))
+
+    def train_nbytes(self) -> int:
+        """Bytes of the training split."""
+        return self.train.nbytes
+
+    def train_to(self, device: torch.device) -> None:
+        """Hold the training split on ``device``."""
+        self.train = self.train.to(device)
+
+    def draw(self, part: Part, epoch: int, generator: torch.Generator, iteration: int = 0) -> StepDraws:
+        """No random numbers in a step."""
+        return StepDraws(1, [None])
+
+    def drawn_loss(self, surrogate: torch.nn.Module, batch: tuple[torch.Tensor, ...], epoch: int,
+                   draws: StepDraws) -> torch.Tensor:
+        """Mean quadrature-weighted relative L2 of a batch."""
+        x, pos, weights, mask, y = batch
+        return weighted_relative_l2_per_sample(surrogate(x, pos, weights, mask), y, weights).mean()
+
+    def validate(self, surrogate: MeshSurrogate, device: torch.device, context: Context | None = None) -> float:
+        """Mean quadrature-weighted relative L2 on the validation split (the plain one kept for
+        :meth:`validation_columns`); with a ``context`` of several processes each takes its shard."""
+        context = context or Context(device)
+        mine = context.rows(len(self.val))
+        weighted, uniform = [torch.zeros(0)], [torch.zeros(0)]
+        surrogate.eval()
+        with torch.no_grad():
+            for index in torch.arange(mine.start, mine.stop).split(self.config.train.eval_batch_size):
+                x, pos, weights, mask, y = (t.to(device) for t in self.val.fetch(index))
+                pred = surrogate(x, pos, weights, mask)
+                weighted.append(weighted_relative_l2_per_sample(pred, y, weights).cpu())
+                uniform.append(weighted_relative_l2_per_sample(pred, y, mask).cpu())
+        self.uniform_error = context.mean(torch.cat(uniform))
+        return context.mean(torch.cat(weighted))
+
+    def validation_columns(self) -> dict[str, float]:
+        """The plain relative L2 of the last validation."""
+        return {UNIFORM_COLUMN: self.uniform_error}
+
+
+def make_task(config: RunConfig) -> OperatorTask | TrajectoryTask | MixtureTask | MeshTask:
     """The task of a run: a mixture trains on its members' windows, trajectory data sets with rollouts,
-    operator data sets with pairs."""
+    operator data sets with pairs, mesh data sets with padded batches of points."""
     if config.data.mixture:
         return MixtureTask(config)
     if not config.data.path:
         raise ConfigError("data.path: required (an HDF5 file made by `opformer generate`)")
     kind = read_info(config.data.path).kind
+    if kind == MESH:
+        return MeshTask(config)
     return TrajectoryTask(config) if kind == TRAJECTORY else OperatorTask(config)
 

@@ -62,7 +62,8 @@ class Trainer:
         self.device = self.context.device
         self.task: Task = make_task(config)
         data, data_spec = config.data, self.task.spec_data()
-        model = grid_defaults(config.model, data_spec["periodic"])
+        periodic = data_spec.get("periodic")  # None: mesh data, no grid
+        model = config.model if periodic is None else grid_defaults(config.model, periodic)
         if (self.run_dir / "last.pt").is_file() and (self.run_dir / CONFIG).is_file():
             # a resumed run keeps the grid keys it was trained with: none that its config.yaml, written before them,
             # leaves out (it evaluates and resumes as it was trained)
@@ -77,7 +78,7 @@ class Trainer:
             "boundary": data.boundary,
         }
         torch.manual_seed(config.seed)  # the initial weights depend on the seed only
-        self.surrogate = Surrogate(spec)
+        self.surrogate = Surrogate.from_spec(spec)
         spec["model"] = self.surrogate.model.config  # defaults filled in
         self._check_data_fit()
         self.init_note = ""  # what the init section copied, logged when training starts
