@@ -45,8 +45,9 @@ class _Columns:
 
     def __init__(self, f: h5py.File, name: str, row: tuple[int, ...], dtype: type, rows: int,
                  frame_chunks: bool = False) -> None:
-        chunk_rows = max(1, min(rows, MAX_CHUNK_BYTES // max(1, np.dtype(dtype).itemsize * math.prod(row))))
-        chunks = (chunk_rows, *row) if not frame_chunks else (chunk_rows, 1, *row[1:])
+        per_row = row if not frame_chunks else (1, *row[1:])  # a chunk's row: whole, or one frame of it
+        chunk_rows = max(1, min(rows, MAX_CHUNK_BYTES // max(1, np.dtype(dtype).itemsize * math.prod(per_row))))
+        chunks = (chunk_rows, *per_row)
         self.dataset = f.create_dataset(name, shape=(0, *row), maxshape=(None, *row), dtype=dtype, chunks=chunks,
                                         fletcher32=True)
         self.pending: list[np.ndarray] = []
