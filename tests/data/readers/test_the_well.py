@@ -189,4 +189,4 @@ def test_cli_takes_several_files_and_other_formats_one(tmp_path, layouts, capsys
     assert "wrote 6 samples" in out and "The Well's splits: other samples 0..5 (6)" in out
     assert read_info(tmp_path / "out.h5").pde["the_well"]["files"] == ["0.hdf5", "1.hdf5"]
     assert main(["convert", "fno-mat", *paths, "--out", str(tmp_path / "x.h5")]) == 2
-    assert "2 files given: format fno-mat reads one file (the-well reads several)" in capsys.readouterr().err
+    assert "2 files given: format fno-mat reads one file (the-well, geo-fno, mesh read several)" in capsys.readouterr().err

@@ -140,8 +140,9 @@ def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> So
     if not paths:
         raise ConfigError(f"format {name}: no file given")
     if len(paths) != 1 and not reader.many:
-        many = ", ".join(key for key, entry in READERS.items() if entry.many)
-        raise ConfigError(f"{len(paths)} files given: format {name} reads one file ({many} reads several)")
+        many = [key for key, entry in READERS.items() if entry.many]
+        raise ConfigError(f"{len(paths)} files given: format {name} reads one file ({', '.join(many)} "
+                          f"read{'s' if len(many) == 1 else ''} several)")
     values = {}
     for key, value in options.items():
         if value is None:
