@@ -2,7 +2,8 @@
 
 Run from the repository root: ``.venv/bin/python -m benchmarks.robustness.store_fuzz``. Small files are written by the
 store's own writers (an operator file, a trajectory file, a trajectory file whose 70 kB ``pde`` attribute HDF5 stores
-outside its checked metadata, and a file in the layout opformer wrote before chunk checksums); then, for every byte
+outside its checked metadata, a file in the layout opformer wrote before chunk checksums, and a mesh file of three
+samples of different point counts with cells and settings); then, for every byte
 offset (every ``--stride``-th in the large and the old file), a copy with that byte flipped (``flip``: xor 0xFF;
 ``bit``: its lowest bit, which turns a digit into another digit) is read as training reads it: ``read_info`` and then
 every sample of every dataset. Truncations (``cut``) are tried every 64 bytes.
@@ -11,7 +12,8 @@ the sample), or give back exactly the intact file's description and arrays; anyt
 another exception, a hang past ``--timeout`` seconds or a crash) is a failure. Cases run in worker processes,
 so that a hang or a crash is seen and the next offset goes on.
 
-Writes benchmarks/results/robustness/store_fuzz.json and .md (the load average before and after is recorded).
+Writes benchmarks/results/robustness/store_fuzz.json and .md (the load average before and after is recorded);
+``--only mesh`` fuzzes the named files alone and writes store_fuzz_mesh.json and .md.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from benchmarks.harness import argument_parser, describe_load, describe_machine,
 from opformer.data import store
 from opformer.errors import DataError
 
-FILES = ("operator", "trajectory", "large_attribute", "legacy")
+FILES = ("operator", "trajectory", "large_attribute", "legacy", "mesh")
+#: Files whose every byte is flipped (the others: every ``--stride``-th).
+EVERY_BYTE = ("operator", "trajectory")
 
 
 def write_files(folder: Path) -> dict[str, Path]:
@@ -65,6 +69,17 @@ def write_files(folder: Path) -> dict[str, Path]:
     with open(legacy, "r+b") as f:
         f.write(store.CHECKSUM_MAGIC + store._file_digest(legacy).encode())
     files["legacy"] = legacy
+    from scipy.spatial import Delaunay
+
+    from opformer.meshes import MeshSample
+
+    samples = []
+    for n in (10, 14, 8):
+        points = np.concatenate([[[0, 0], [1, 0], [0, 1], [1, 1]], rng.random((n - 4, 2))])
+        samples.append(MeshSample(points=points, fields={"a": points[:, 0], "u": rng.normal(size=(n, 2))},
+                                  cells=Delaunay(points).simplices, settings={"radius": n / 10}))
+    files["mesh"] = store.write_mesh_dataset(folder / "mesh.h5", samples, inputs=["a"], targets=["u"], pde="toy",
+                                             settings={"nu": 0.1}, seed=6)
     return files
 
 
@@ -75,17 +90,39 @@ def read_all(path: Path) -> tuple[Any, dict[str, np.ndarray]]:
                  info.solver, info.domain, info.seed, info.times, info.extra)
     if info.kind == "trajectory":
         return described, {"fields": store.read_fields(path, slice(None))}
+    if info.kind == "mesh":
+        with store.MeshFile(path) as data:
+            return described + (info.mesh,), {
+                f"{i}/{name}": value for i in range(len(data)) for name, value in mesh_arrays(data.sample(i)).items()}
     x, y = store.read_arrays(path, slice(None))
     return described, {"input": x, "target": y}
 
 
+def mesh_arrays(sample: Any) -> dict[str, np.ndarray]:
+    """A mesh sample's arrays by name."""
+    return {"points": sample.points, "weights": sample.weights, "cells": sample.cells,
+            **{f"field {k}": v for k, v in sample.fields.items()},
+            "settings": np.asarray(sorted(sample.settings.items()), dtype=object)}
+
+
 def regions(path: Path) -> list[tuple[int, int, str]]:
-    """(start, end, label) of the user block and of every stored chunk (label: dataset, sample, frame)."""
+    """(start, end, label) of the user block and of every stored chunk (label: dataset, sample, frame; in a mesh
+    file's per-point datasets, the sample of the chunk's first row, the first whose read touches it)."""
     found = [(0, store.USERBLOCK, "user block")]
     with h5py.File(path, "r") as f:
+        mesh = "offsets" in f
+        rows = {"cells": f["cell_offsets"][:] if "cell_offsets" in f else None}
         for name, dataset in f.items():
             for i in range(dataset.id.get_num_chunks()):
                 chunk = dataset.id.get_chunk_info(i)
+                if mesh:
+                    offsets = rows.get(name, f["offsets"][:])
+                    per_point = name in ("points", "weights", "point_input", "point_target", "point_fields", "cells")
+                    where = [f"sample {int(np.searchsorted(offsets, chunk.chunk_offset[0], 'right')) - 1}"] \
+                        if per_point else []
+                    found.append((chunk.byte_offset, chunk.byte_offset + chunk.size,
+                                  f"chunk /{name} {', '.join(where)}"))
+                    continue
                 where = ([f"sample {chunk.chunk_offset[0]}"] if name in store.SAMPLE_DATASETS else []) + \
                     ([f"frame {chunk.chunk_offset[1]}"] if name == "fields" else [])
                 found.append((chunk.byte_offset, chunk.byte_offset + chunk.size, f"chunk /{name} {', '.join(where)}"))
@@ -234,16 +271,19 @@ def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--stride", type=int, default=7, help="offsets of the large and the old file: every Nth")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds a case may take before it is a hang")
+    parser.add_argument("--only", help=f"fuzz only these files, comma-separated ({', '.join(FILES)}); results "
+                        "then go to store_fuzz_NAMES")
     args = parser.parse_args()
     load_before = os.getloadavg()
     tick = time.monotonic()
     runs = []
     with tempfile.TemporaryDirectory(prefix="opformer-fuzz-") as folder:
         files = write_files(Path(folder))
-        for name in FILES:
+        chosen = FILES if not args.only else [name.strip() for name in args.only.split(",")]
+        for name in chosen:
             path = files[name]
             size = path.stat().st_size
-            step = 1 if name in ("operator", "trajectory") else args.stride
+            step = 1 if name in EVERY_BYTE else args.stride
             every = list(range(0, size, step))
             for fault, offsets in (("flip", every), ("bit", every), ("cut", list(range(64, size, 64)))):
                 results = fuzz(path, offsets, fault, args.timeout)
@@ -251,7 +291,8 @@ def main() -> None:
                 print(f"{name} {fault}: {runs[-1]['outcomes']}", flush=True)
     result = {"runs": runs, "stride": args.stride, "timeout": args.timeout, "seconds": time.monotonic() - tick,
               "hdf5": h5py.version.hdf5_version, "h5py": h5py.version.version}
-    write_results(args.results, "store_fuzz", result, to_markdown, load_before, "h5py", "numpy")
+    write_results(args.results, "store_fuzz" + ("" if not args.only else "_" + "_".join(chosen)), result, to_markdown,
+                  load_before, "h5py", "numpy")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,17 @@ def test_pad_keeps_the_device_and_types():
     batch = pad(rows)
     assert batch.pos.dtype == torch.float32 and batch.pos[0, 3:].abs().sum() == 0
     assert np.allclose(batch.weights.sum(1).numpy(), 1.0)
+
+
+def test_grid_splits_refuse_mesh_data_and_mesh_splits_grid_data(tmp_path):
+    from opformer.data.pairs import load_split
+    from opformer.data.store import write_operator_dataset
+
+    path = write(tmp_path / "m.h5", mesh_samples((10, 12)))
+    with pytest.raises(DataError, match="holds mesh data"):
+        load_split(path, "train", n_train=1, n_val=0, n_test=0)
+    grid = write_operator_dataset(tmp_path / "g.h5", np.zeros((2, 8, 1)), np.zeros((2, 8, 1)), pde={}, solver={},
+                                  domain={"lengths": [1.0], "periodic": [True]}, seed=0, input_channels=["a"],
+                                  target_channels=["u"])
+    with pytest.raises(DataError, match="not mesh data"):
+        load_mesh_split(grid, "all", n_train=0, n_val=0, n_test=0)

@@ -16,6 +16,7 @@ from opformer.grids import (NODES, axis_kinds, block_average, central_difference
                             stride_for)
 from opformer.data.store import DatasetInfo, open_dataset_file, read_arrays, read_info
 from opformer.errors import DataError
+from opformer.kinds import MESH
 
 GRADIENT_CHUNK = 64  #: samples whose stored-grid target gradients are computed at once
 
@@ -102,6 +103,9 @@ class PairLayout:
     def of(cls, info: DatasetInfo, resolution: int | None = None, target_resolution: int | None = None,
            direction: str = "forward") -> PairLayout:
         """The layout of ``info``'s samples at ``resolution`` points per axis; bad settings are one-line errors."""
+        if info.kind == MESH:
+            raise DataError(f"{info.path}: holds mesh data (samples of varying point counts); operator splits on a "
+                            "grid need grid data (mesh data: opformer.data.mesh_splits)")
         if not info.has_target:
             raise DataError(f"{info.path}: holds inputs only (no '/target'); training and evaluation need targets")
         if direction not in ("forward", "inverse"):

@@ -53,6 +53,7 @@ def test_structured_meshes_keep_their_shape_and_lumped_weights(tmp_path, prefix,
         assert sample.weights.sum() == pytest.approx(area) and area > 0
 
 
+@pytest.mark.slow  # the .mat file is read by a child process (seconds)
 def test_plasticity_is_trajectories_on_the_unit_index_grid(tmp_path):
     rng = np.random.default_rng(2)
     n, rows, cols, frames = 2, 5, 3, 4

@@ -28,7 +28,7 @@ from opformer.data.store.write import WRITE_BYTES, seal, store_attrs
 from opformer.errors import ConfigError, DataError
 from opformer.io import atomic_replace
 from opformer.kinds import MESH, OPERATOR, TRAJECTORY
-from opformer.meshes import CELL_VERTICES, MeshSample, structured_quads
+from opformer.meshes import CELL_VERTICES, MeshSample, cell_kind_of, structured_quads
 
 #: The fewest rows of a stored chunk of per-point data (a chunk is about one sample of the first's size).
 MIN_CHUNK_ROWS = 256
@@ -45,8 +45,9 @@ class _Columns:
 
     def __init__(self, f: h5py.File, name: str, row: tuple[int, ...], dtype: type, rows: int,
                  frame_chunks: bool = False) -> None:
-        chunk_rows = max(1, min(rows, MAX_CHUNK_BYTES // max(1, np.dtype(dtype).itemsize * math.prod(row))))
-        chunks = (chunk_rows, *row) if not frame_chunks else (chunk_rows, 1, *row[1:])
+        per_row = row if not frame_chunks else (1, *row[1:])  # a chunk's row: whole, or one frame of it
+        chunk_rows = max(1, min(rows, MAX_CHUNK_BYTES // max(1, np.dtype(dtype).itemsize * math.prod(per_row))))
+        chunks = (chunk_rows, *per_row)
         self.dataset = f.create_dataset(name, shape=(0, *row), maxshape=(None, *row), dtype=dtype, chunks=chunks,
                                         fletcher32=True)
         self.pending: list[np.ndarray] = []
@@ -122,6 +123,8 @@ class _MeshWriter:
             raise self._fail(i, f"weights {sample.weights_from}, the first sample's {first.weights_from} (a file "
                              "holds one kind)")
         values = [self._field(i, sample, name, n) for name in self.inputs + self.targets]
+        if sample.cells is not None and sample.cell_kind is None:  # weights given with the cells, kind not
+            sample.cell_kind = cell_kind_of(np.asarray(sample.cells), points.shape[1])
         if (sample.cells is None) != (first.cells is None) or sample.cell_kind != first.cell_kind:
             raise self._fail(i, f"cells {sample.cell_kind}, the first sample's {first.cell_kind} (a file holds one "
                              "kind, in every sample or none)")
@@ -137,6 +140,10 @@ class _MeshWriter:
                              "in every sample or none")
         if sorted(sample.settings) != sorted(first.settings):
             raise self._fail(i, f"settings {sorted(sample.settings)}, the first sample's {sorted(first.settings)}")
+        try:
+            settings = [float(sample.settings[k]) for k in sorted(first.settings)]
+        except (TypeError, ValueError):
+            raise self._fail(i, f"settings {sample.settings}: expected numbers") from None
         if self.first is None:
             self.implicit = _index_quads(sample)
             self._create(sample, n)
@@ -156,7 +163,7 @@ class _MeshWriter:
             self.cell_offsets.append(self.cell_offsets[-1] + len(sample.cells))
         if sample.shape is not None:
             self.shapes.append(tuple(int(s) for s in sample.shape))
-        self.settings.append([float(sample.settings[k]) for k in sorted(first.settings)])
+        self.settings.append(settings)
         self.offsets.append(self.offsets[-1] + n)
         self.buffered += n * (8 * points.shape[1] + 8 + 4 * sum(v[0].size for v in values))
         if self.buffered >= WRITE_BYTES:
