@@ -37,10 +37,10 @@ def recipe_names() -> list[str]:
 
 
 def recipe_path(spec: str | Path) -> Path:
-    """The YAML file ``spec`` names: an existing file or a path ending in ``.yaml``/``.yml`` as it is, else a
+    """The YAML file ``spec`` names: an existing path or one ending in ``.yaml``/``.yml`` as it is, else a
     recipe's name. ``ConfigError`` names the closest recipes when none matches."""
     path = Path(spec)
-    if path.is_file() or path.suffix in (".yaml", ".yml"):
+    if path.exists() or path.suffix in (".yaml", ".yml"):
         return path
     names = recipe_names()
     text = str(spec).strip("/")
