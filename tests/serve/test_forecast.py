@@ -160,7 +160,7 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
 @pytest.mark.slow
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     from opformer.eval.mixture import imported_member, member_rollout
-    from opformer.imports import import_run
+    from opformer.imports.convert import import_run
 
     run = import_run("dpot", FIXTURES / "dpot_tiny.pth", tmp_path / "dpot")[0]
     heat = write_toy_heat(tmp_path / "heat32.h5", samples=2, n=32, frames=6)  # 1 channel at 32^2; model: 4 at 16^2
@@ -315,7 +315,7 @@ def _imported(fmt: str, tmp_path: Path) -> Path:
     """A run of each import format's fixture (FactFormer's in the file its trainers write)."""
     from safetensors.torch import load_file
 
-    from opformer.imports import import_run
+    from opformer.imports.convert import import_run
 
     options = {}
     source = FIXTURES / {"dpot": "dpot_tiny.pth", "galerkin-transformer": "gt_small.pt",
