@@ -142,3 +142,66 @@ def test_fno_times_and_dr_axes_are_the_files(tmp_path, layouts):
     info = read_info(written)
     assert info.spatial_shape == (16, 12) and info.domain["lengths"] == [2.0, 4.0]
     np.testing.assert_array_equal(read_fields(written, slice(0, 2)), data.astype(np.float32))
+
+
+def test_arrays_take_their_spatial_axes_from_the_shapes_where_they_say_it(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    line = rng.normal(size=(3, 128))  # (N, n): 1D, one channel; no --lengths needed
+    np.savez(tmp_path / "line.npz", x=line, y=2 * line)
+    code, out, err = run(capsys, "convert", "arrays", tmp_path / "line.npz", "--out", tmp_path / "line.h5")
+    assert code == 0, err
+    info = read_info(tmp_path / "line.h5")
+    assert info.spatial_shape == (128,) and info.domain["lengths"] == [1.0]
+    heat = rng.normal(size=(2, 5, 64))  # (N, T, n): 1D trajectories
+    np.savez(tmp_path / "heat.npz", u=heat)
+    assert run(capsys, "convert", "arrays", tmp_path / "heat.npz", "--kind", "trajectory",
+               "--out", tmp_path / "heat.h5")[0] == 0
+    assert read_info(tmp_path / "heat.h5").spatial_shape == (64,)
+    np.testing.assert_array_equal(read_fields(tmp_path / "heat.h5", slice(0, 2))[..., 0], heat.astype(np.float32))
+    cases = {  # the array(s) -> the spatial shape and channels
+        "ones": ((rng.normal(size=(3, 128, 1)),), (128,), 1),  # a channel axis of 1
+        "cube": ((rng.normal(size=(3, 8, 8, 8)),), (8, 8, 8), 1),
+        "cube3": ((rng.normal(size=(3, 8, 8, 8, 3)),), (8, 8, 8), 3),
+        "plane": ((rng.normal(size=(3, 16, 12)),), (16, 12), 1),  # the earlier default: a plane
+        "pair": ((line, rng.normal(size=(3, 128, 3))), (128,), 3),  # x says 1D: y's last axis holds 3 channels
+    }
+    for name, (arrays, grid, channels) in cases.items():
+        x, y = arrays if len(arrays) == 2 else (arrays[0], arrays[0])
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+        assert run(capsys, "convert", "arrays", tmp_path / f"{name}.npz", "--out", tmp_path / f"{name}.h5")[0] == 0
+        info = read_info(tmp_path / f"{name}.h5")
+        assert (info.spatial_shape, len(info.target_channels)) == (grid, channels), name
+    # (N, 128, 3): 1D of 3 channels or a 128 x 3 plane; --lengths must say which
+    np.savez(tmp_path / "either.npz", x=rng.normal(size=(3, 128, 3)), y=rng.normal(size=(3, 128, 3)))
+    one_line(*run(capsys, "convert", "arrays", tmp_path / "either.npz", "--out", tmp_path / "e.h5")[::2],
+             "either.npz: 'x' has shape (3, 128, 3): give --lengths, one length per spatial axis (2 values: a grid of "
+             "one channel; 1: the last axis holds the channels)")
+    assert run(capsys, "convert", "arrays", tmp_path / "either.npz", "--lengths", "2", "--out", tmp_path / "e.h5",
+               )[0] == 0
+    assert read_info(tmp_path / "e.h5").domain["lengths"] == [2.0] and not (tmp_path / "e.h5.tmp").exists()
+
+
+def test_each_converter_has_its_own_help_and_channels_are_named(capsys, tmp_path):
+    for name, own, others in (("arrays", ("--lengths", "--keys", "--kind", "--channels"), ("--split",)),
+                              ("fno-mat", ("--samples", "--channels"), ("--lengths", "--keys", "--split")),
+                              ("pdearena-ns", ("--split",), ("--lengths", "--kind"))):
+        with pytest.raises(SystemExit):
+            main(["convert", name, "--help"])
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: opformer convert {name} ") and f"example:\n  opformer convert {name}" in text
+        assert all(option in text for option in own) and not any(option in text for option in others), text
+    fields = np.random.default_rng(0).normal(size=(2, 4, 8, 8, 2))
+    np.savez(tmp_path / "flow.npz", fields=fields)
+    code, _, err = run(capsys, "convert", "arrays", tmp_path / "flow.npz", "--kind", "trajectory", "--channels",
+                       "vx,vy", "--out", tmp_path / "flow.h5")
+    assert code == 0, err
+    assert read_info(tmp_path / "flow.h5").input_channels == ["vx", "vy"]  # not fields0, fields1
+    np.savez(tmp_path / "xy.npz", x=fields[:, 0, ..., 0], y=fields[:, 1])
+    assert run(capsys, "convert", "arrays", tmp_path / "xy.npz", "--channels", "a,u,v",
+               "--out", tmp_path / "xy.h5")[0] == 0
+    info = read_info(tmp_path / "xy.h5")
+    assert (info.input_channels, info.target_channels) == (["a"], ["u", "v"])
+    one_line(*run(capsys, "convert", "arrays", tmp_path / "xy.npz", "--channels", "a,u",
+                  "--out", tmp_path / "b.h5")[::2],
+             "--channels a,u: expected 3 distinct names (1 for x then 2 for y0, y1)")
+    assert not (tmp_path / "b.h5").exists()

@@ -91,6 +91,31 @@ def test_writer_rejects_inconsistent_arrays(tmp_path, toy_writer):
     assert not (tmp_path / "x.h5").exists()
 
 
+def test_one_channel_may_leave_out_its_axis_and_a_wrong_channel_axis_names_the_shape(tmp_path):
+    """The one rule of opformer predict and Forecaster.predict: (sample, *grid) is one channel."""
+    x, y = np.arange(16.0).reshape(2, 8), np.ones((2, 8, 1))
+    common = {"pde": {}, "solver": {}, "domain": {"lengths": [1.0], "periodic": [True]}, "seed": 0}
+    path = write_operator_dataset(tmp_path / "one.h5", x, y, input_channels=["a"], target_channels=["u"], **common)
+    inputs, targets = read_arrays(path, slice(0, 2))
+    np.testing.assert_array_equal(inputs, x[..., None]) and np.testing.assert_array_equal(targets, y)
+    with pytest.raises(DataError, match=re.escape("two.h5: 'input' has shape (2, 8), expected (sample, 1 grid axes, "
+                                                  "2) for the channels ['a', 'b']") + "$"):
+        write_operator_dataset(tmp_path / "two.h5", x, y, input_channels=["a", "b"], target_channels=["u"], **common)
+    with pytest.raises(DataError, match=re.escape("'target' has shape (2, 8, 3), expected (sample, 1 grid axes, 1) "
+                                                  "for the channels ['u'] or (sample, 1 grid axes) for one channel")):
+        write_operator_dataset(tmp_path / "three.h5", x, np.ones((2, 8, 3)), input_channels=["a"],
+                               target_channels=["u"], **common)
+    fields = np.random.default_rng(0).normal(size=(2, 3, 4, 4))
+    path = write_trajectory_dataset(tmp_path / "t.h5", [fields[:1], fields[1:]], np.arange(3.0), channels=["w"],
+                                    **{**common, "domain": {"lengths": [1.0, 1.0], "periodic": [True, True]}})
+    np.testing.assert_array_equal(read_fields(path, slice(0, 2))[..., 0], fields.astype(np.float32))
+    with pytest.raises(DataError, match=re.escape("'fields' has shape (2, 3, 4, 4), expected (sample, time, 2 grid "
+                                                  "axes, 2) for the channels ['w', 'p']")):
+        write_trajectory_dataset(tmp_path / "t2.h5", fields, np.arange(3.0), channels=["w", "p"],
+                                 **{**common, "domain": {"lengths": [1.0, 1.0], "periodic": [True, True]}})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.h5", "t.h5"]
+
+
 def _pairs(path, samples=6, n=8, **kwargs):
     rng = np.random.default_rng(0)
     return write_operator_dataset(path, rng.normal(size=(samples, n, 1)), rng.normal(size=(samples, n, 1)),

@@ -6,6 +6,7 @@ from opformer.eval.evaluate import evaluate_run, first_test_samples, format_tabl
 from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict, relative_l2_per_sample
 from opformer.runs import Run
 from opformer.train.trainer import train
+from tests.trust.trust_runs import heat_run  # noqa: F401 (fixture)
 
 
 def test_evaluation_batches_shrink_with_the_grid():
@@ -35,3 +36,28 @@ def test_drawn_test_samples_carry_the_noise_evaluation_scores_them_with(tmp_path
     error = relative_l2_per_sample(predict(run.surrogate, data.inputs, 1, torch.device("cpu"), noise=noise),
                                    data.targets)
     assert float(error[0]) == pytest.approx(row["per_sample_relative_l2"][0], rel=1e-6)
+
+
+def test_evaluate_shows_persistence_beside_a_rollout_in_the_table_and_the_json(capsys, heat_run, tmp_path):
+    """``opformer evaluate`` on a run of one trajectory file: persistence's errors (the last given frame repeated)
+    on the same test trajectories and frames, each as its formula gives it."""
+    import json
+
+    from opformer.cli import main
+    from opformer.data.trajectories import load_trajectories
+
+    run, heat = heat_run  # t_in 3, 5 evaluated frames, test trajectories 6..9
+    assert main(["evaluate", str(run), "--json", str(tmp_path / "e.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (row,) = json.loads((tmp_path / "e.json").read_text())["results"]
+    fields = load_trajectories(heat, "test", n_train=4, n_val=2, n_test=4).fields.double()
+    last, truth = fields[:, 2:3], fields[:, 3:8]
+    errors = (truth - last).flatten(2).norm(dim=2) / truth.flatten(2).norm(dim=2)  # (sample, frame)
+    l2re = (truth - last).flatten(1).norm(dim=1) / truth.flatten(1).norm(dim=1)  # one channel: space-time
+    assert row["persistence_relative_l2"] == pytest.approx(float(errors.mean()), rel=1e-5)
+    assert row["persistence_final_relative_l2"] == pytest.approx(float(errors[:, -1].mean()), rel=1e-5)
+    assert row["persistence_l2re"] == pytest.approx(float(l2re.mean()), rel=1e-5)
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("resolution"))
+    assert lines[head].split()[-6:] == ["persistence", "pers.", "final", "pers.", "L2RE", "note"]
+    assert lines[head + 1].split()[7:10] == [f"{row[k]:.3e}" for k in ("persistence_relative_l2",
+                                                                 "persistence_final_relative_l2", "persistence_l2re")]

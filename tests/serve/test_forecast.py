@@ -52,10 +52,19 @@ def test_a_rollout_equals_the_metrics_rollout_and_the_evaluation(heat_run):
         expected = rollout(forecaster.surrogate, frames[:, -3:].movedim(1, -2), 4).movedim(-2, 1)
     assert torch.equal(got, expected)  # bit-equal: the same step, batches of eval_batch_size (3) of 5
     assert torch.equal(forecaster.predict(frames), expected[:, :1])  # one call
-    for bad in (torch.zeros(1, 7, 16, 16, 2), torch.zeros(1, 2, 16, 16, 1), torch.zeros(1, 7, 16, 1)):
+    for bad in (torch.zeros(1, 7, 16, 16, 2), torch.zeros(1, 2, 16, 16, 1), torch.zeros(1, 7, 16)):
         with pytest.raises(DataError, match=r"^frames of shape .* takes \(batch, time >= 3, 2 grid axes, 1 channels "
-                                            r"\['u'\]\)$"):
+                                            r"\['u'\]\) or \(batch, time, 2 grid axes\) for one channel$"):
             forecaster.rollout(bad, 2)
+    # numpy in, numpy out; one channel may leave out its axis, as opformer predict's arrays may
+    array = forecaster.rollout(frames.numpy(), 4)
+    assert isinstance(array, np.ndarray) and np.array_equal(array, got.numpy())
+    assert np.array_equal(forecaster.rollout(frames[..., 0].numpy().astype(np.float64), 4), got.numpy())
+    assert torch.equal(forecaster.rollout(frames[..., 0], 4), got)
+    assert np.array_equal(forecaster.predict(frames.numpy()), expected[:, :1].numpy())
+    with pytest.raises(DataError, match=r"^frames of type list: expected a torch.Tensor or a numpy array \(batch, "
+                                        r"time >= 3, 2 grid axes, 1 channels \['u'\]\)$"):
+        forecaster.rollout(frames.tolist(), 2)
     # on the test trajectories, the evaluation's predicted frames exactly
     row, data, preds = rollout_row(forecaster.surrogate, forecaster.payload, forecaster.source, heat, None, "test",
                                    torch.device("cpu"))
@@ -74,8 +83,13 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
     with h5py.File(out) as f, h5py.File(heat) as g:
         fields = torch.from_numpy(g["fields"][:])
         assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, -3:], 4))
-    # by default from the first frames, as calibration rolls out
-    out = predict_file(run, heat, tmp_path / "first.h5", frames=4, device="cpu")
+    # by default after the last t_in frames given, as Forecaster.rollout; --start 0: from the first frames
+    out = predict_file(run, heat, tmp_path / "last.h5", frames=4, device="cpu")
+    np.testing.assert_allclose(read_info(out).times, 0.55 + 0.05 * np.arange(1, 5))
+    assert read_info(out).extra["context_start"] == 9
+    with h5py.File(out) as f:
+        assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields, 4))
+    out = predict_file(run, heat, tmp_path / "first.h5", frames=4, device="cpu", start=0)
     np.testing.assert_allclose(read_info(out).times, 0.10 + 0.05 * np.arange(1, 5))
     with h5py.File(out) as f:
         assert torch.equal(torch.from_numpy(f["fields"][:]), forecaster.rollout(fields[:, :3], 4))
@@ -86,7 +100,7 @@ def test_predict_file_continues_each_trajectory_with_the_input_attributes(heat_r
     out = predict_file(run, heat, tmp_path / "forecast.npz", device="cpu")
     with np.load(out) as z:
         assert sorted(z.files) == ["fields", "times"] and z["fields"].shape == (10, 9, 16, 16, 1)
-        np.testing.assert_allclose(z["times"], 0.10 + 0.05 * np.arange(1, 10))
+        np.testing.assert_allclose(z["times"], 0.55 + 0.05 * np.arange(1, 10))
 
 
 @pytest.mark.slow
@@ -169,14 +183,14 @@ def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     _, _, member, step, notes = imported_member(run, heat, frames=2, device="cpu")
     assert any("resized" in note for note in notes)
     evaluated = member_rollout(step, member, 4, 2, torch.device("cpu")).predictions[..., :1]
-    out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu")
+    out = predict_file(run, heat, tmp_path / "f.h5", frames=2, device="cpu", start=0)
     with h5py.File(out) as f, h5py.File(heat) as g:
         assert f["fields"].shape == (2, 2, 32, 32, 1)
         torch.testing.assert_close(torch.from_numpy(f["fields"][:]),  # from the first frames, as evaluated
                                    forecaster.rollout(torch.from_numpy(g["fields"][:, :4]), 2), rtol=0, atol=0)
         torch.testing.assert_close(torch.from_numpy(f["fields"][:]), evaluated, rtol=0, atol=0)
     with pytest.raises(DataError, match=r"f\.npy: 'f' has shape \(2, 5, 32, 32, 6\), expected \(N, T >= 4, 2 grid "
-                                        r"axes, 1 to 4 channels\)"):
+                                        r"axes, 1 to 4 channels\) or \(N, T >= 4, 2 grid axes\) for one channel"):
         np.save(tmp_path / "f.npy", np.zeros((2, 5, 32, 32, 6), np.float32))
         predict_file(run, tmp_path / "f.npy", tmp_path / "g.npy", frames=1, device="cpu")
 
@@ -200,8 +214,17 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
         x = f["input"][:]
     with torch.no_grad():
         expected = predict(forecaster.surrogate, torch.from_numpy(x), 32, torch.device("cpu")).numpy()
-    with pytest.raises(DataError, match=r"^inputs of shape \(2, 64, 2\): .* takes \(batch, 1 grid axes, 1 channels "):
+    with pytest.raises(DataError, match=r"^inputs of shape \(2, 64, 2\): .* takes \(batch, 1 grid axes, 1 channels "
+                                        r"\['u0'\]\) or \(batch, 1 grid axes\) for one channel$"):
         forecaster.predict(torch.zeros(2, 64, 2))
+    # numpy in, numpy out, with or without the one channel's axis (the CLI's rule); a list is one line
+    for given in (x, x[..., 0], x[..., 0].astype(np.float64)):
+        out = forecaster.predict(given)
+        assert isinstance(out, np.ndarray) and np.array_equal(out, expected)
+    assert torch.equal(forecaster.predict(torch.from_numpy(x[..., 0])), torch.from_numpy(expected))
+    with pytest.raises(DataError, match=r"^inputs of type list: expected a torch.Tensor or a numpy array \(batch, 1 "
+                                        r"grid axes, 1 channels \['u0'\]\)$"):
+        forecaster.predict(x.tolist())
     np.save(tmp_path / "x.npy", x[..., 0])  # one channel: the channel axis may be left out
     np.testing.assert_array_equal(np.load(predict_file(run, tmp_path / "x.npy", tmp_path / "y.npy")), expected)
     np.savez(tmp_path / "x.npz", x=x)
@@ -223,8 +246,8 @@ def test_arrays_in_and_out_round_trip(operator_run, heat_run, tmp_path):
 
 
 @pytest.mark.parametrize(("shape", "needle"), [
-    ((3, 32, 1), "has shape (3, 32, 1), expected (N, 64, 1) (the grid and channels of"),
-    ((3, 64, 2), "has shape (3, 64, 2), expected (N, 64, 1)"),
+    ((3, 32, 1), "has shape (3, 32, 1), expected (N, 64, 1) or (N, 64) for one channel (the grid and channels of"),
+    ((3, 64, 2), "has shape (3, 64, 2), expected (N, 64, 1) or (N, 64) for one channel"),
     ((3, 64, 1, 1), "has shape (3, 64, 1, 1), expected (N, 64, 1)"),
 ])
 def test_arrays_of_the_wrong_shape_are_one_line_and_write_nothing(operator_run, tmp_path, capsys, shape, needle):
@@ -285,7 +308,7 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
     reads = []
     opened = serving.open_inputs
 
-    def counting(path, forecaster, member=None, start=0, extra=0):
+    def counting(path, forecaster, member=None, start=None, extra=0):
         inputs = opened(path, forecaster, member, start, extra)
         read = inputs.read
         inputs.read = lambda start, stop: reads.append((start, stop)) or read(start, stop)
@@ -299,13 +322,13 @@ def test_chunks_stream_to_the_same_file_and_a_bad_chunk_writes_nothing(heat_run,
         np.testing.assert_array_equal(a["fields"], b["fields"])
     bad = write_toy_heat(tmp_path / "bad.h5")
     with edit_h5(bad) as f:  # a NaN in the last trajectory: met after 9 samples were predicted
-        f["fields"][9, 1, 0, 0, 0] = np.nan
+        f["fields"][9, 10, 0, 0, 0] = np.nan  # in the context: the last 3 frames
     reads.clear()
     before = sorted(p.name for p in tmp_path.iterdir())
     for out in ("bad.h5", "bad.npz", "bad.npy"):
         code = main(["predict", str(run), "--input", str(bad), "--output", str(tmp_path / "out" / out)])
         err = capsys.readouterr().err.strip()
-        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 1)" in err, err
+        assert code == 2 and len(err.splitlines()) == 1 and "holds NaN or Inf (first in sample 9, frame 10)" in err, err
     assert reads[-1] == (9, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["out"])
     assert not list((tmp_path / "out").iterdir())

@@ -19,7 +19,7 @@ from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError, ConfigError
 from opformer.eval.metrics import predict, rollout_errors, split_errors
 from opformer.runs import Run, save_checkpoint
-from opformer.serve.predict import predict_file
+from opformer.serve.predict import PositionWarning, predict_file
 from opformer.train.trainer import train
 from opformer.trust.calibration import CALIBRATION, Calibration, Scores, calibrate_run, load_calibration, select
 from opformer.trust.conformal import conformal_quantile, conformal_rank
@@ -149,9 +149,10 @@ def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_c
         calibration.bounds(fields[:, :3], fields[:, 3:], 0.5)
     bounds = load_calibration(tmp_path / "mix").bounds(fields[:, :3], fields[:, 3:], 0.5, member="b")
     assert bounds.relative_l2.shape == (1, 4) and bounds.lower.shape == fields[:, 3:].shape
-    # predict --coverage takes the member from the input file; another file is refused in one line
-    out = predict_file(tmp_path / "mix", toy_mixture[1], tmp_path / "b.npz", frames=4,
-                       coverage=0.5)
+    # predict --coverage takes the member from the input file; another file is refused in one line (forecast after
+    # the last frames given: not where the members were calibrated, said by a warning)
+    with pytest.warns(PositionWarning, match="context starts at stored frame 4, the calibration's at frame 0"):
+        out = predict_file(tmp_path / "mix", toy_mixture[1], tmp_path / "b.npz", frames=4, coverage=0.5)
     with np.load(out) as z:
         assert z["bound_relative_l2"].shape == (6, 4) and z["band_half_width"].shape == z["fields"].shape
         given = load_trajectories(toy_mixture[1], "all", n_train=4, n_val=1, n_test=1).fields[:, -3:]  # the context
@@ -171,8 +172,9 @@ def test_a_mixture_run_is_calibrated_per_member(tmp_path, toy_mixture, mixture_c
                      coverage=0.5)
     with pytest.raises(ConfigError, match="--member c: expected one of a, b"):
         predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", member="c")
-    out = predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
-                       coverage=0.5, member="b")
+    with pytest.warns(PositionWarning):
+        out = predict_file(tmp_path / "mix", tmp_path / "b_fields.npy", tmp_path / "arr.npz", frames=4,
+                           coverage=0.5, member="b")
     with np.load(out) as z:
         for key, value in from_file.items():
             assert np.allclose(z[key], value, rtol=1e-5, atol=1e-7), key

@@ -204,7 +204,7 @@ def test_a_forecast_over_the_tolerance_is_solved_on_from_the_last_given_frame(ca
     assert "residual" in group.offered and set(group.estimates) == {"residual", "history"}
     assert (group.physics["name"], group.physics["nu"], group.physics["spacing"]) == ("navier_stokes_2d_fno", 1e-3, 1.0)
     code, out, _ = run_cli(capsys, "predict", tmp_path / "run", "--input", data, "--output", tmp_path / "f.h5",
-                           "--frames", 2, "--tolerance", 1e-9)
+                           "--frames", 2, "--tolerance", 1e-9, "--start", 0)
     assert code == 0 and "12 of 12 samples" in out
     info = read_info(data)
     last = read_fields(data, slice(None))[:, 2]  # the given frames start where calibration's do: frames 0, 1, 2
@@ -214,7 +214,7 @@ def test_a_forecast_over_the_tolerance_is_solved_on_from_the_last_given_frame(ca
         assert f["to_solver"][:].all() and f["times"][:].tolist() == [3.0, 4.0]
     # the residual score: each forecast frame's bound is the quantile times its physics estimate
     code, _, _ = run_cli(capsys, "predict", tmp_path / "run", "--input", data, "--output", tmp_path / "r.npz",
-                         "--frames", 2, "--coverage", 0.9, "--score", "residual")
+                         "--frames", 2, "--coverage", 0.9, "--score", "residual", "--start", 0)
     assert code == 0
     surrogate = opformer.load_surrogate(tmp_path / "run", device="cpu")
     physics = vorticity_physics(group.physics, 16, 1.0)

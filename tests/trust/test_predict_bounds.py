@@ -37,7 +37,9 @@ def test_predict_writes_bounds_beside_the_predictions(capsys, operator_run, tmp_
     assert not flagged[20:].any() and flagged[:20].sum() <= 2  # the calibration inputs, then train and val ones
     code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "p.npz", "--coverage", 0.8)
     with np.load(tmp_path / "p.npz") as z:
-        assert sorted(z.files) == ["band_half_width", "bound_relative_l2", "flagged", "x", "y"]
+        assert sorted(z.files) == ["band_half_width", "bound_relative_l2", "flagged", "truth", "x", "y"]
+        with h5py.File(data) as f:  # the input file's true targets, kept beside the predictions
+            np.testing.assert_array_equal(z["truth"], f["target"][:])
         assert np.allclose(z["bound_relative_l2"], float(calibration.quantiles(0.8)[0]))
 
 
@@ -45,7 +47,7 @@ def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, he
     run, data = heat_run
     calibration = calibrate_run(run, device="cpu")
     code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "f.npz", "--coverage", 0.75,
-                         "--frames", 6)
+                         "--frames", 6, "--start", 0)
     assert code == 0
     with np.load(tmp_path / "f.npz") as z:
         bound, half, fields = z["bound_relative_l2"], z["band_half_width"], z["fields"]
@@ -67,13 +69,13 @@ def test_a_forecast_has_bounds_per_frame_from_the_cli_and_from_python(capsys, he
     assert torch.allclose(forecaster.bounds(frames[:, :3], forecast, 0.75, joint=True).relative_l2[0], joint)
     assert bool((errors <= joint + 1e-6).all())
     code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "j.npz", "--coverage", 0.75,
-                         "--frames", 6, "--joint")
+                         "--frames", 6, "--joint", "--start", 0)
     assert code == 0
     with np.load(tmp_path / "j.npz") as z:
         bound = z["bound_relative_l2"]
         assert np.allclose(bound[:, :5], joint.numpy()) and np.isinf(bound[:, 5]).all()
     code, _, _ = run_cli(capsys, "predict", run, "--input", data, "--output", tmp_path / "t.npz", "--coverage", 0.75,
-                         "--frames", 5, "--tolerance", 1e9)
+                         "--frames", 5, "--tolerance", 1e9, "--start", 0)
     assert code == 0
     with np.load(tmp_path / "t.npz") as z:
         assert np.allclose(z["bound_relative_l2"], joint.numpy())
@@ -140,9 +142,9 @@ def test_a_backtest_calibration_bounds_each_forecast_by_its_own_earlier_error(he
     torch.testing.assert_close(roughness_bounds.relative_l2, context_only.relative_l2)
     assert torch.equal(forecaster.bounds(fields, forecast, 0.9, score="roughness").flagged,
                        calibration.at(0.9, score="roughness")(fields[:, -3:], forecast).flagged)
-    # predict gives each input the calibration's frames and writes the backtest's bounds
+    # predict from the calibration's frames gives each input the backtest's and writes the backtest's bounds
     code, _, _ = run_cli(capsys, "predict", run, "--input", heat, "--output", tmp_path / "f.npz", "--frames", 5,
-                         "--coverage", 0.9, "--score", "backtest")
+                         "--coverage", 0.9, "--score", "backtest", "--start", 0)
     assert code == 0
     with np.load(tmp_path / "f.npz") as z:
         np.testing.assert_allclose(z["fields"], forecast.numpy())

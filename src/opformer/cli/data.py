@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opformer.cli.options import AddCommand, output_path
+from opformer.cli.options import AddCommand, output_path, parse_names
 from opformer.errors import OpformerError
 
 EXAMPLES = {
@@ -40,7 +40,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from opformer.data.readers.registry import OPTIONS
 
     output_path("--out", args.out, force=args.force, folders=True)
-    path, count = convert_file(args.format, args.src, args.out, samples=args.samples,
+    channels = parse_names(args.channels) if args.channels is not None else None
+    path, count = convert_file(args.format, args.src, args.out, samples=args.samples, channels=channels,
                                **{name: getattr(args, name) for name in OPTIONS})
     print(f"wrote {count} samples to {path}")
     if args.format == "the-well":
@@ -86,19 +87,27 @@ def add_parsers(add: AddCommand) -> None:
         p.add_argument(dashed(name), type=flag.type, default=None, help=flag_help(name))
     p.set_defaults(func=cmd_generate)
 
-    from opformer.data.readers.registry import OPTIONS, READERS, option_help
+    from opformer.data.readers.registry import OPTIONS, READERS
 
-    p = add("convert", "Convert a published data set to opformer's HDF5 format.")
-    p.add_argument("format", choices=sorted(READERS), help="the file's layout: " + "; ".join(
-        f"{name}, {reader.summary}" for name, reader in READERS.items()))
-    p.add_argument("src", nargs="+", metavar="SRC", help="the published file (the-well: one or more files of one "
-                   "data set)")
-    p.add_argument("--out", required=True, help="HDF5 file to write")
-    p.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
-    p.add_argument("--force", action="store_true", help="replace --out if it exists")
-    for name in OPTIONS:
-        p.add_argument(f"--{name}", default=None, help=option_help(name))
-    p.set_defaults(func=cmd_convert)
+    p = add("convert", "Convert a published data set to opformer's HDF5 format (`opformer convert FORMAT --help`: "
+                       "a format's own options).")
+    formats = p.add_subparsers(dest="format", required=True, metavar="FORMAT", help="the file's layout:")
+    for name, reader in READERS.items():
+        f = formats.add_parser(name, help=reader.summary, description=f"opformer convert {name}: {reader.summary}.",
+                               epilog="example:\n  " + reader.example,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        f.add_argument("src", nargs="+", metavar="SRC", help="the files of one data set, train first" if reader.many
+                       else "the published file")
+        f.add_argument("--out", required=True, help="HDF5 file to write")
+        f.add_argument("--samples", type=int, default=None, help="convert the first N samples (default: all)")
+        f.add_argument("--channels", default=None,
+                       help="name the channels, comma-separated: operator pairs the inputs' then the targets' (e.g. "
+                            "a,u), trajectories the fields' (default: the layout's names)")
+        f.add_argument("--force", action="store_true", help="replace --out if it exists")
+        for option in OPTIONS:  # another layout's option is refused in one line (`only used by`), not listed
+            f.add_argument(f"--{option}", default=None,
+                           help=OPTIONS[option].help if option in reader.options else argparse.SUPPRESS)
+        f.set_defaults(func=cmd_convert)
 
     p = add("verify", "Check data files against the SHA-256 stored when they were written (reads each whole "
                       "file; reads by train, evaluate and predict check every chunk they read instead).")

@@ -115,30 +115,50 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """``opformer predict RUN``: the surrogate applied to every sample of a file (trajectory runs: a forecast)."""
-    from opformer.serve.predict import predict_file
+    import warnings
+
+    from opformer.serve.predict import PositionWarning, predict_file
 
     output_path("--output", args.output, force=args.force, folders=True)
     if args.tolerance is not None:
-        if args.start is not None:
-            raise ConfigError("--start: --tolerance forecasts from the calibration's first frame")
         from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback
 
         coverage = 0.9 if args.coverage is None else args.coverage
-        report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
-                                       frames=args.frames, batch_size=args.batch_size, device=args.device,
-                                       member=args.member, score=args.score)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PositionWarning)
+            report = predict_with_fallback(args.run, args.input, args.output, args.tolerance, coverage,
+                                           frames=args.frames, batch_size=args.batch_size, device=args.device,
+                                           member=args.member, score=args.score, start=args.start)
+        _notes(caught)
         print(report.text())
         print(f"wrote predictions to {args.output} with error bounds at coverage {coverage:g}; the report to "
               f"{args.output}{REPORT_SUFFIX}")
         return 0
     if args.joint and args.coverage is None:
         raise ConfigError("--joint: bounds at a coverage; give --coverage C too")
-    path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
-                        device=args.device, member=args.member, coverage=args.coverage, joint=args.joint,
-                        start=args.start, score=args.score)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PositionWarning)
+        path = predict_file(args.run, args.input, args.output, frames=args.frames, batch_size=args.batch_size,
+                            device=args.device, member=args.member, coverage=args.coverage, joint=args.joint,
+                            start=args.start, score=args.score)
+    _notes(caught)
     print(f"wrote predictions to {path}"
           + (f" with error bounds at coverage {args.coverage:g}" if args.coverage is not None else ""))
     return 0
+
+
+def _notes(caught: list) -> None:
+    """Print the prediction's notes (:class:`~opformer.serve.predict.PositionWarning`); other warnings go on as
+    they were raised."""
+    import warnings
+
+    from opformer.serve.predict import PositionWarning
+
+    for record in caught:
+        if issubclass(record.category, PositionWarning):
+            print(f"note: {record.message}")
+        else:
+            warnings.showwarning(record.message, record.category, record.filename, record.lineno)
 
 
 def add_parsers(add: AddCommand) -> None:
@@ -184,11 +204,14 @@ def add_parsers(add: AddCommand) -> None:
                        "forecasts of a trajectory run.")
     p.add_argument("run", help="run directory")
     p.add_argument("--input", required=True,
-                   help="opformer HDF5 file (inputs; trajectories: the last t_in frames are the context), or a "
-                        ".npy/.npz array on the run's grid and channels ((N, *grid, C); trajectories (N, T, *grid, C))")
+                   help="opformer HDF5 file (inputs; trajectories: the given frames, the forecast continues after the "
+                        "last of them), or a .npy/.npz array on the run's grid and channels ((N, *grid, C); "
+                        "trajectories (N, T, *grid, C); one channel may leave out C)")
     p.add_argument("--output", required=True,
-                   help="where to write the predictions: .npy, .npz, else opformer HDF5 (trajectories: the forecast "
-                        "frames with the input's attributes, times continued)")
+                   help="where to write the predictions: .npy, .npz (operator runs: x the inputs, y the "
+                        "predictions, truth the input's true targets where it holds them; trajectories: fields, "
+                        "times), else opformer HDF5 (trajectories: the forecast frames with the input's attributes, "
+                        "times continued)")
     p.add_argument("--frames", type=int,
                    help="trajectory runs: frames to roll out after the given ones (default: as many as the run was "
                         "validated on)")
@@ -200,9 +223,9 @@ def add_parsers(add: AddCommand) -> None:
                         "bound_relative_l2 per sample (and frame), band_half_width beside the predictions, flagged "
                         "(1: input unlike the calibration data, bounds not guaranteed); .npz or HDF5 output")
     p.add_argument("--start", type=int,
-                   help="trajectory runs: the stored frame the given frames start from (default: the calibration's "
-                        "with --coverage, else 0; `opformer calibrate --start`); the forecast follows the t_in context "
-                        "frames from there")
+                   help="trajectory runs: forecast after the t_in context frames from this stored frame (default: "
+                        "the last t_in frames of each input are the context); with --coverage, a context at another "
+                        "frame than the calibration's (`opformer calibrate --start`) flags every sample")
     p.add_argument("--score",
                    help="with --coverage or --tolerance: the per-sample score of the bounds, one the calibration "
                         "offers (relative_l2, roughness, residual, backtest; default: its choice on the validation "

@@ -28,13 +28,17 @@ UNKNOWN_SEED = -1
 
 
 def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
-                 samples: int | None = None, **options: Any) -> tuple[Path, int]:
+                 samples: int | None = None, channels: Sequence[str] | None = None, **options: Any
+                 ) -> tuple[Path, int]:
     """Read ``src`` (a file, or several for a layout that reads them as one data set) in the published ``layout``
     and write its first ``samples`` samples (default all) to ``out``; returns the path and the number of samples
-    written. ``options``: the layout's options (``None``: not given). A wrong or truncated file is a one-line
+    written. ``channels``: the channels' names (operator pairs: the inputs', then the targets'; default the
+    layout's). ``options``: the layout's options (``None``: not given). A wrong or truncated file is a one-line
     DataError and nothing is written."""
     paths = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
     source = open_source(layout, paths, options)  # no file, or too many for the layout: a one-line error first
+    if channels is not None:
+        source.channels = renamed(source.channels, channels)
     names = [p.name for p in paths]
     label = str(paths[0]) if len(paths) == 1 else f"{len(paths)} files ({names[0]}, ...)"
     if samples is not None and not 1 <= samples <= source.samples:
@@ -70,6 +74,17 @@ def convert_file(layout: str, src: str | os.PathLike | Sequence[str | os.PathLik
         for tmp in scratch:
             tmp.unlink(missing_ok=True)
     return path, count
+
+
+def renamed(channels: tuple[list[str], ...], names: Sequence[str]) -> tuple[list[str], ...]:
+    """``names`` in place of ``channels`` (each stored array's, in order): a one-line ConfigError unless there is
+    one distinct name per channel."""
+    counts = [len(group) for group in channels]
+    names = list(names)
+    if len(names) != sum(counts) or len(set(names)) != len(names) or not all(names):
+        what = " then ".join(f"{n} for {', '.join(group)}" for n, group in zip(counts, channels))
+        raise ConfigError(f"--channels {','.join(names)}: expected {sum(counts)} distinct names ({what})")
+    return tuple(names[sum(counts[:i]):sum(counts[:i + 1])] for i in range(len(counts)))
 
 
 def _copy_samples(source: Source, arrays: list[np.ndarray], src: str) -> None:

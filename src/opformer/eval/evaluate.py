@@ -143,7 +143,8 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
         A row per resolution: ``resolution``, ``trained_at``, ``samples``, ``relative_l2`` and
         ``relative_l2_std`` (and ``per_sample_relative_l2`` with ``per_sample``); for trajectories also
         ``final_relative_l2``, ``frames``, ``per_frame_relative_l2``, ``l2re`` and ``l2re_std``
-        (:func:`rollout_row`), and ``well`` with ``well_windows``.
+        (:func:`rollout_row`), persistence's on the same frames (:func:`persistence_columns`), and ``well`` with
+        ``well_windows``.
 
     Raises
     ------
@@ -167,6 +168,8 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
         for resolution in resolutions:
             row, data, preds = rollout_row(surrogate, payload, checkpoint, data_path, resolution, split, dev,
                                            batch_size, frames=frames, windows=well_windows)
+            row.update(persistence_columns(data, surrogate.spec["data"]["t_in"], row["frames"],
+                                           batch_size or cfg["train"]["eval_batch_size"]))
             if well_windows is not None:
                 row["well"] = well_metrics(preds, data, surrogate.spec["data"]["t_in"], well_windows)
             rows.append(row)
@@ -241,6 +244,16 @@ def rollout_row(surrogate: Surrogate, payload: dict[str, Any], source: str, data
     return row, data, preds
 
 
+def persistence_columns(data: TrajectorySplit, t_in: int, frames: int, batch_size: int) -> dict[str, float]:
+    """Persistence (the last given frame repeated) on the trajectories and frames of a rollout row:
+    ``persistence_relative_l2`` (averaged over the frames), ``persistence_final_relative_l2``, ``persistence_l2re``."""
+    _, errors, l2re = rollout_errors(persistence, data.fields, t_in, frames, batch_size, torch.device("cpu"),
+                                     keep_predictions=False)
+    return {"persistence_relative_l2": float(errors.mean()),
+            "persistence_final_relative_l2": float(errors.mean(dim=0)[-1]),
+            "persistence_l2re": float(l2re.mean())}
+
+
 def well_metrics(preds: torch.Tensor, data: TrajectorySplit, t_in: int,
                  windows: Sequence[tuple[int, int]] = WELL_WINDOWS) -> dict[str, Any]:
     """The Well's VRMSE and NRMSE of a rollout's predictions ``(sample, frame, *spatial, channels)`` (the frames
@@ -301,16 +314,21 @@ def persistence_row(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
 
 
 def format_table(rows: list[dict[str, Any]], title: str = "") -> str:
-    """A plain-text table of evaluation rows."""
+    """A plain-text table of evaluation rows (rollouts: persistence's errors beside the model's, where the rows
+    have them)."""
     lines = [title] if title else []
     rollout = bool(rows) and "final_relative_l2" in rows[0]
+    baseline = rollout and "persistence_relative_l2" in rows[0]
     extra = f"  {'final frame':>11}  {'frames':>6}  {'L2RE':>10}" if rollout else ""
+    extra += f"  {'persistence':>11}  {'pers. final':>11}  {'pers. L2RE':>10}" if baseline else ""
     lines.append(f"{'resolution':>10}  {'samples':>7}  {'rel. L2':>10}  {'std':>9}{extra}  note")
     for row in rows:
         note = ("imported weights" if row["trained_at"] is None else
                 "trained here" if row["resolution"] == row["trained_at"] else "zero-shot")
         extra = (f"  {row['final_relative_l2']:>11.3e}  {row['frames']:>6}  {row['l2re']:>10.3e}" if rollout
                  else "")
+        extra += (f"  {row['persistence_relative_l2']:>11.3e}  {row['persistence_final_relative_l2']:>11.3e}  "
+                  f"{row['persistence_l2re']:>10.3e}" if baseline else "")
         lines.append(f"{row['resolution']:>10}  {row['samples']:>7}  {row['relative_l2']:>10.3e}  "
                      f"{row['relative_l2_std']:>9.2e}{extra}  {note}")
     return "\n".join(lines)

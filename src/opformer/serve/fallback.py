@@ -18,7 +18,6 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,14 +100,6 @@ class FallbackReport:
         return "\n".join(lines)
 
 
-def _truth_reader(inputs: Inputs) -> Callable[[int, int], np.ndarray] | None:
-    """The true targets of an operator HDF5 input's samples, if it holds them."""
-    data = inputs.handle  # an HDF5 input's open file
-    if data is None or inputs.info.kind != "operator" or not inputs.info.has_target:
-        return None
-    return lambda start, stop: data.read("target", (slice(start, stop),))
-
-
 class FallbackArrays:
     """What ``--tolerance`` writes beside each chunk: the bounds (``bounds``, joint over a rollout's frames),
     ``to_solver`` (1: over the tolerance; where solved, the output holds the solver's answer and the bounds of the
@@ -126,7 +117,7 @@ class FallbackArrays:
             report.reason = ("an array records no PDE" if info is None else
                              f"{inputs.path} records pde {info.pde.get('name')!r}, which opformer cannot solve "
                              "again from an input")
-        self.truth = _truth_reader(inputs)
+        self.truth = inputs.truth
         report.true_errors_known = self.truth is not None
 
     def __call__(self, given: torch.Tensor, preds: torch.Tensor) -> dict[str, np.ndarray]:
@@ -170,12 +161,14 @@ def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os
                           output_path: str | os.PathLike,
                           tolerance: float, coverage: float = 0.9, frames: int | None = None,
                           batch_size: int | None = None, device: str = "auto", member: str | None = None,
-                          score: str | None = None) -> FallbackReport:
+                          score: str | None = None, start: int | None = None) -> FallbackReport:
     """``opformer predict RUN --input X --output Y --tolerance T``: :func:`predict_file` with the bounds at
     ``coverage`` and the samples over ``tolerance`` answered by the solver (registry data) or listed; the report is
     written atomically beside the output (``Y.fallback.json``) and returned. ``member``: as for
     :func:`~opformer.serve.predict.predict_file`; ``score``: the per-sample score of the bounds (default, and always
-    on the command line: the calibration's choice).
+    on the command line: the calibration's choice); ``start``: as for :func:`~opformer.serve.predict.predict_file`
+    (a forecast whose context lies at another frame than the calibration's is flagged whole: every sample goes to
+    the solver).
 
     Solving every sample is timed as the fallback solves them, a chunk at a time: measured when every sample was
     solved, else the time of the first chunk solved whole (for timing alone unless all its samples went to the
@@ -186,7 +179,7 @@ def predict_with_fallback(run_dir: str | os.PathLike | Run, input_path: str | os
     probe: dict[str, Any] = {}
     began = time.perf_counter()
     forecaster = open_forecaster(run_dir, device, batch_size, calibrated=True)
-    with prediction(forecaster, input_path, output_path, frames, member, extras=True) as job:
+    with prediction(forecaster, input_path, output_path, frames, member, extras=True, start=start) as job:
         # a forecast is answered whole: every frame bound at once
         fallback = FallbackArrays(job.bounds(coverage, joint=True, score=score), job.inputs,
                                   forecaster.kind == TRAJECTORY, tolerance, report, probe)

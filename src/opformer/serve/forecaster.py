@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 from opformer.data.mixture import MixtureMember, member_name, pad_channels
@@ -36,14 +38,17 @@ from opformer.trust.storage import load_calibration
 
 
 class Forecaster:
-    """A run's surrogate applied to new data: CPU tensors in and out, in physical units, batched on ``device``.
+    """A run's surrogate applied to new data: CPU tensors (or numpy arrays) in and the same out, in physical units,
+    batched on ``device``.
 
     ``kind`` is ``"operator"`` or ``"trajectory"``. Operator runs: :meth:`predict` maps ``(batch, *grid,
     in_channels)`` to ``(batch, *grid, out_channels)``. Trajectory runs: :meth:`rollout` maps given frames
     ``(batch, time, *grid, channels)`` (at the run's frame spacing; the last ``t_in`` are used) to the next ``n``
-    ``(batch, n, *grid, channels)``, and :meth:`predict` is one call (the next ``t_out`` frames). ``padded``: a
-    mixture run or imported trajectory weights, which take 1 to ``len(input_channels)`` channels on any grid.
-    :meth:`bounds` gives calibrated error bounds of their predictions (:mod:`opformer.trust`).
+    ``(batch, n, *grid, channels)``, and :meth:`predict` is one call (the next ``t_out`` frames). One channel may
+    leave out its channel axis (``(batch, *grid)``, ``(batch, time, *grid)``), as ``opformer predict``'s arrays
+    and the data writers may: the predictions have it. ``padded``: a mixture run or imported trajectory weights,
+    which take 1 to ``len(input_channels)`` channels on any grid. :meth:`bounds` gives calibrated error bounds of
+    their predictions (:mod:`opformer.trust`).
     """
 
     def __init__(self, run: Run, device: torch.device, batch_size: int, calibration: Calibration | None = None
@@ -80,26 +85,55 @@ class Forecaster:
         Parameters
         ----------
         x
-            Operator runs: inputs ``(batch, *grid, in_channels)`` on any grid of the run's domain. Trajectory runs:
-            given frames ``(batch, time, *grid, channels)``, ``time >= t_in`` (the last ``t_in`` are the context).
+            Operator runs: inputs ``(batch, *grid, in_channels)`` on any grid of the run's domain (one channel:
+            ``(batch, *grid)`` too). Trajectory runs: given frames ``(batch, time, *grid, channels)``, ``time >=
+            t_in`` (the last ``t_in`` are the context). A torch tensor or a numpy array.
 
         Returns
         -------
-        torch.Tensor
+        torch.Tensor or numpy.ndarray
             Operator runs: the predicted targets ``(batch, *grid, out_channels)``. Trajectory runs: the next
-            ``t_out`` frames ``(batch, t_out, *grid, channels)`` (one call of the model). On the CPU.
+            ``t_out`` frames ``(batch, t_out, *grid, channels)`` (one call of the model). On the CPU; a numpy
+            array for a numpy array.
 
         Raises
         ------
         opformer.errors.DataError
-            ``x`` does not have the shape the run takes.
+            ``x`` is neither a tensor nor a numpy array of numbers, or does not have the shape the run takes.
         """
         if self.kind == TRAJECTORY:
             return self.rollout(x, self.t_out)
+        expected = f"(batch, {self.ndim} grid axes, {len(self.input_channels)} channels {self.input_channels})"
+        x, array = self._tensor(x, "inputs", expected, leading=1)
         if x.dim() != self.ndim + 2 or x.shape[-1] != len(self.input_channels):
-            raise DataError(f"inputs of shape {tuple(x.shape)}: {self.source} takes (batch, {self.ndim} grid axes, "
-                            f"{len(self.input_channels)} channels {self.input_channels})")
-        return predict(self.surrogate, x.to(self.dtype), self.batch_size, self.device)
+            raise DataError(f"inputs of shape {tuple(x.shape)}: {self.source} takes {expected}"
+                            + self._one_channel_text(1))
+        out = predict(self.surrogate, x.to(self.dtype), self.batch_size, self.device)
+        return out.numpy() if array else out
+
+    def _tensor(self, x: Any, name: str, expected: str, leading: int | None) -> tuple[torch.Tensor, bool]:
+        """``x`` as a tensor (a numpy array's values shared where they can be), and whether it was a numpy array;
+        one channel's axis added where ``x`` leaves it out (``leading`` axes before the grid's; None: never); a
+        one-line error for anything else."""
+        array = isinstance(x, np.ndarray)
+        if array:
+            try:
+                x = torch.from_numpy(np.ascontiguousarray(x))
+            except TypeError:
+                raise DataError(f"{name} of dtype {x.dtype}: expected numbers {expected}") from None
+        elif not isinstance(x, torch.Tensor):
+            raise DataError(f"{name} of type {type(x).__name__}: expected a torch.Tensor or a numpy array {expected}")
+        if (leading is not None and x.dim() == leading + self.ndim
+                and (self.padded or len(self.input_channels) == 1)):
+            x = x.unsqueeze(-1)  # one channel, its axis left out
+        return x, array
+
+    def _one_channel_text(self, leading: int) -> str:
+        """What a run of one channel takes besides, as text."""
+        if self.padded or len(self.input_channels) == 1:
+            axes = ["batch", *(["time"] if leading == 2 else []), f"{self.ndim} grid axes"]
+            return f" or ({', '.join(axes)}) for one channel"
+        return ""
 
     def rollout(self, frames: torch.Tensor, n: int, kinds: Sequence[str] | None = None) -> torch.Tensor:
         """A trajectory run's forecast: ``n`` frames after the given ones, each call's predictions fed back.
@@ -108,7 +142,8 @@ class Forecaster:
         ----------
         frames
             Given frames ``(batch, time, *grid, channels)`` at the run's frame spacing, ``time >= t_in``; the last
-            ``t_in`` are the context. A mixture run or imported weights take 1 to ``len(input_channels)`` channels.
+            ``t_in`` are the context. A mixture run or imported weights take 1 to ``len(input_channels)`` channels;
+            one channel may leave out its axis. A torch tensor or a numpy array.
         n
             Frames to forecast (at least 1).
         kinds
@@ -117,26 +152,29 @@ class Forecaster:
 
         Returns
         -------
-        torch.Tensor
-            ``(batch, n, *grid, channels)`` on the CPU: the input's grid and channels.
+        torch.Tensor or numpy.ndarray
+            ``(batch, n, *grid, channels)`` on the CPU: the input's grid and channels (a numpy array for a numpy
+            array).
 
         Raises
         ------
         opformer.errors.ConfigError
             An operator run, or ``n < 1``.
         opformer.errors.DataError
-            ``frames`` do not have the shape the run takes.
+            ``frames`` are neither a tensor nor a numpy array of numbers, or do not have the shape the run takes.
         """
         if self.kind != TRAJECTORY:
             raise ConfigError(f"{self.source}: an operator run has no rollout; use predict(x)")
         if n < 1:
             raise ConfigError(f"frames {n}: expected at least 1 frame to roll out")
+        expected = f"(batch, time >= {self.t_in}, {self.ndim} grid axes, {self._channel_text()})"
+        frames, array = self._tensor(frames, "frames", expected, leading=2)
         own = frames.shape[-1] if frames.dim() else 0
         channels = len(self.input_channels)
         if (frames.dim() != self.ndim + 3 or frames.shape[1] < self.t_in or
                 not (1 <= own <= channels if self.padded else own == channels)):
-            raise DataError(f"frames of shape {tuple(frames.shape)}: {self.source} takes (batch, time >= {self.t_in}, "
-                            f"{self.ndim} grid axes, {self._channel_text()})")
+            raise DataError(f"frames of shape {tuple(frames.shape)}: {self.source} takes {expected}"
+                            + self._one_channel_text(2))
         context = frames[:, -self.t_in:].to(self.dtype)
         step: Step = self.surrogate
         if self.padded:
@@ -149,7 +187,7 @@ class Forecaster:
             for start in range(0, len(context), self.batch_size):
                 window = context[start:start + self.batch_size].movedim(1, -2).to(self.device)
                 out.append(rollout(step, window, n).movedim(-2, 1)[..., :own].cpu())
-        return torch.cat(out)
+        return torch.cat(out).numpy() if array else torch.cat(out)
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
                member: str | None = None, joint: bool = False, score: str | None = None) -> Bounds:
@@ -159,9 +197,10 @@ class Forecaster:
         ----------
         inputs
             The inputs of the predictions (operator runs), or the given frames (trajectory runs): the last ``t_in``
-            are the context; frames before them serve the ``backtest`` score where the calibration has one.
+            are the context; frames before them serve the ``backtest`` score where the calibration has one. A
+            torch tensor or a numpy array, as given to :meth:`predict` or :meth:`rollout`.
         predictions
-            What :meth:`predict` or :meth:`rollout` returned for them.
+            What :meth:`predict` or :meth:`rollout` returned for them. The bounds are tensors either way.
         coverage
             The probability, strictly between 0 and 1, with which each bound holds for inputs like the
             calibration data.
@@ -186,6 +225,9 @@ class Forecaster:
         opformer.errors.ConfigError
             A coverage outside (0, 1), an unknown member, or predictions that do not fit the calibration.
         """
+        leading = 2 if self.kind == TRAJECTORY else 1
+        inputs = self._tensor(inputs, "inputs", "of the predictions' inputs", leading)[0]
+        predictions = self._tensor(predictions, "predictions", "as predict or rollout returned them", None)[0]
         return self.bounded(self.bounds_at(coverage, member, joint, score), inputs, predictions)
 
     def bounds_at(self, coverage: float, member: str | None = None, joint: bool = False, score: str | None = None
@@ -213,9 +255,10 @@ class Forecaster:
         return bounds(inputs[:, -t_in:], predictions, backtest)
 
     def given_frames(self) -> dict[str, int]:
-        """Where a trajectory input's given frames start by default (``start``: a stored frame index) and how many
-        come before the context for the backtest (``backtest``): the calibration's, else 0 and 0 (a mixture's
-        members are calibrated from their first frames)."""
+        """Where the calibration's given frames start (``start``: a stored frame index) and how many come before
+        its context for the backtest (``backtest``), else 0 and 0 (a mixture's members are calibrated from their
+        first frames): a forecast's bounds hold for a context at the same frame; ``opformer predict`` gives each
+        input that many frames before its context where it holds them."""
         if self.calibration is None or self.kind != TRAJECTORY or len(self.calibration.groups) != 1:
             return {"start": 0, "backtest": 0}
         group = self.calibration.group()

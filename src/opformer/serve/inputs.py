@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opformer.data.readers.arrays import block, channel_last, sample_array
+from opformer.data.readers.arrays import block, channel_last, paired_targets, sample_array
 from opformer.data.readers.source import TRAJECTORY
 from opformer.data.store import DataFile, DatasetInfo, open_dataset_file
 from opformer.errors import ConfigError, DataError
@@ -41,6 +41,14 @@ class Inputs:
     member: str | None = None  # the mixture member the samples belong to, where named (``predict --member``)
     first: int = 0  # trajectories: the stored frame of the first given frame
     extra: int = 0  # trajectories: given frames before the context (for the backtest)
+    #: operator inputs: the true targets of samples ``start..stop-1`` where the file holds them (an HDF5 file's
+    #: ``/target``, an ``.npz``'s ``y`` beside ``x`` or ``target`` beside ``input``), else None
+    truth: Callable[[int, int], np.ndarray] | None = None
+
+    @property
+    def context_start(self) -> int:
+        """Trajectories: the stored frame of the first of the ``t_in`` context frames."""
+        return self.first + self.stride * self.extra
 
     def close(self) -> None:
         """Close the input file (an array's memory map is released with the object)."""
@@ -49,18 +57,21 @@ class Inputs:
 
 
 def _expected(forecaster: Forecaster, frames: int | None) -> str:
-    """The shape an array input must have, as text."""
+    """The shape an array input must have, as text (one channel may leave out its axis, as everywhere)."""
     grid = [f"{forecaster.ndim} grid axes"] if forecaster.padded else [str(n) for n in forecaster.grid]
     channels = (f"1 to {len(forecaster.input_channels)} channels" if forecaster.padded
                 else str(len(forecaster.input_channels)))
-    return "(" + ", ".join(["N", *([f"T >= {frames}"] if frames else []), *grid, channels]) + ")"
+    axes = ["N", *([f"T >= {frames}"] if frames else []), *grid]
+    one = forecaster.padded or len(forecaster.input_channels) == 1
+    return f"({', '.join([*axes, channels])})" + (f" or ({', '.join(axes)}) for one channel" if one else "")
 
 
 class Window:
-    """The stored frames a trajectory input is given: from ``first``, ``extra`` frames for the backtest (as many of
-    ``wanted`` as the file holds) and the ``t_in`` context frames, ``stride`` apart."""
+    """The stored frames a trajectory input is given: ``extra`` frames for the backtest (as many of ``wanted`` as the
+    file holds) and the ``t_in`` context frames, ``stride`` apart; from the stored frame ``first``, or (``first``
+    None) ending at the file's last frame, so that the forecast continues after the frames given."""
 
-    def __init__(self, first: int, wanted: int, t_in: int, stride: int) -> None:
+    def __init__(self, first: int | None, wanted: int, t_in: int, stride: int) -> None:
         self.first, self.wanted, self.t_in, self.stride = first, wanted, t_in, stride
         self.extra = wanted
         self.span = 1 + stride * (t_in - 1)  # stored frames the context alone covers
@@ -68,6 +79,9 @@ class Window:
     def fit(self, path: Path, stored: int) -> slice:
         """The frames of a file of ``stored`` frames (the backtest's dropped where they do not fit); a one-line
         error where the context does not fit from ``first``."""
+        if self.first is None:
+            self.extra = self.wanted if self.span + self.stride * self.wanted <= stored else 0
+            self.first = max(0, stored - self.span - self.stride * self.extra)
         if self.first + self.span > stored:
             raise DataError(f"{path}: {stored} frames, but a context of {self.t_in} frames {self.stride} stored frames "
                             f"apart from frame {self.first} (--start) needs {self.first + self.span}")
@@ -76,16 +90,17 @@ class Window:
         return slice(self.first, self.first + self.span + self.stride * self.extra, self.stride)
 
 
-def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None, start: int = 0,
-                extra: int = 0) -> Inputs:
+def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | None = None,
+                start: int | None = None, extra: int = 0) -> Inputs:
     """``path`` (opformer HDF5, or ``.npy``/``.npz``: the run's grid and channels assumed) checked against the
     run in one line before anything is read or written. ``member``: the mixture member the samples belong to
-    (its time stride; default: the member whose file ``path`` is). Trajectories: given the frames from the stored
-    frame ``start``: ``extra`` frames for the backtest where the file holds them, then ``t_in`` for the context."""
+    (its time stride; default: the member whose file ``path`` is). Trajectories: given ``extra`` frames for the
+    backtest where the file holds them, then ``t_in`` for the context: the last frames of the file (``start``
+    None), else those from the stored frame ``start``."""
     path = Path(path)
     trajectory = forecaster.kind == TRAJECTORY
     stride = forecaster.time_stride(path, member)
-    if start < 0:
+    if start is not None and start < 0:
         raise ConfigError(f"--start {start}: expected a frame index of at least 0")
     window = Window(start, extra, forecaster.t_in or 1, stride)
     span = window.span if trajectory else 0  # stored frames the context covers
@@ -100,9 +115,10 @@ def open_inputs(path: str | os.PathLike, forecaster: Forecaster, member: str | N
         raise
     channels = len(info.input_channels)
     if not trajectory:
+        truth = (lambda start, stop: data.read("target", (slice(start, stop),))) if info.has_target else None
         return Inputs(path, info.n_samples, (*info.spatial_shape, channels),
                       lambda start, stop: data.read("input", (slice(start, stop),)), info,
-                      kinds=axis_kinds(info.domain), handle=data, member=member)
+                      kinds=axis_kinds(info.domain), handle=data, member=member, truth=truth)
     try:
         frames = window.fit(path, len(info.times))
     except BaseException:
@@ -151,7 +167,8 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, me
                         f"channels of {forecaster.source})")
     if not trajectory:
         return Inputs(path, int(array.shape[0]), shape,
-                      lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member)
+                      lambda start, stop: block(path, key, array, start, stop, shape, False), None, member=member,
+                      truth=_array_truth(path, key, array, shape, forecaster))
     window = given.fit(path, shape[0])
 
     def read(start: int, stop: int) -> np.ndarray:
@@ -160,6 +177,26 @@ def _array_inputs(path: Path, forecaster: Forecaster, stride: int, span: int, me
     return Inputs(path, int(array.shape[0]), (forecaster.t_in + given.extra, *shape[1:]), read, None,
                   np.arange(window.stop, dtype=np.float64), stride, member=member, first=given.first,
                   extra=given.extra)
+
+
+def _array_truth(path: Path, key: str, inputs: np.ndarray, shape: tuple[int, ...], forecaster: Forecaster
+                 ) -> Callable[[int, int], np.ndarray] | None:
+    """The reader of the true targets an ``.npz`` holds beside its inputs ``key`` (:func:`paired_targets`), checked
+    against the inputs and the run in one line; None where it holds none."""
+    found = paired_targets(path, key)
+    if found is None:
+        return None
+    name, targets = found
+    channels = len(forecaster.target_channels)
+    expected = f"({len(inputs)}, {', '.join(map(str, shape[:-1]))}, {channels})"
+    fits = len(targets) == len(inputs) and targets.ndim in (len(shape), len(shape) + 1)
+    if fits:
+        target_shape = channel_last(path, name, targets, 1, len(shape) - 1, False)
+        fits = target_shape == (*shape[:-1], channels)
+    if not fits:
+        raise DataError(f"{path}: '{name}' (the true targets beside '{key}', kept as 'truth' in the output) has shape "
+                        f"{tuple(targets.shape)}, expected {expected}")
+    return lambda start, stop: block(path, name, targets, start, stop, target_shape, False)
 
 
 def forecast_times(times: np.ndarray, stride: int, n: int) -> np.ndarray:

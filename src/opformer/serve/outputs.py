@@ -1,8 +1,9 @@
 """The outputs of ``opformer predict``, by the output's suffix: ``.npy`` (the predictions), ``.npz`` (operator: ``x``
 the inputs, ``y`` the predictions; trajectories: ``fields`` the forecast frames, ``times`` their times), else
 opformer HDF5 (operator: the inputs and the predictions as ``target``; trajectories: the forecast frames, the
-input's attributes, times continued). Arrays computed beside the predictions (``--coverage``: the error bounds)
-are ``NAME.npy`` entries of an ``.npz`` and datasets ``/NAME`` of an HDF5 output.
+input's attributes, times continued). Arrays computed beside the predictions (``--coverage``: the error bounds;
+``truth``: the input's true targets, kept) are ``NAME.npy`` entries of an ``.npz`` and datasets ``/NAME`` of an
+HDF5 output (``docs/data-format.md``, "Predictions").
 
 Each writer takes the chunks of samples as they are predicted and writes them straight into the output's
 temporary file (an ``.npz``, a zip archive of one array after another, through memory maps beside it); the output
@@ -41,9 +42,11 @@ class Chunk:
 
 
 def write_output(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[int, ...],
-                 times: np.ndarray | None, chunks: Iterable[Chunk]) -> Path:
+                 times: np.ndarray | None, chunks: Iterable[Chunk], attributes: dict[str, int] | None = None) -> Path:
     """Write the predictions ``shape`` (every sample) of ``chunks`` into ``out`` by its suffix (``times``: a
-    forecast's frame times)."""
+    forecast's frame times; ``attributes``: numbers about the whole output, attributes of an HDF5 output and, where
+    it has bounds, entries of an ``.npz``)."""
+    attributes = attributes or {}
     if out.suffix == ".npy":
         with atomic_replace(out, size=4 * math.prod(shape)) as tmp:
             preds = np.lib.format.open_memmap(tmp, "w+", np.float32, shape)
@@ -60,8 +63,11 @@ def write_output(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple
     extras = {name: ((inputs.count, *array.shape[1:]), array.dtype)
               for name, array in (first.extras if first else {}).items()}
     if out.suffix == ".npz":
-        return _write_npz(out, forecaster, inputs, shape, times, extras, every)
-    return _write_hdf5(out, forecaster, inputs, shape, times, extras, every)
+        constants = {"times": times} if times is not None else {}
+        if extras and forecaster.kind == TRAJECTORY:  # with bounds: where the context lies, and the calibration's
+            constants.update({name: np.asarray(value) for name, value in attributes.items()})
+        return _write_npz(out, forecaster, inputs, shape, constants, extras, every)
+    return _write_hdf5(out, forecaster, inputs, shape, times, extras, every, attributes)
 
 
 #: The extras of an output by name: their shape (every sample) and type.
@@ -82,10 +88,10 @@ def _chunk_array(chunk: Chunk, source: str) -> np.ndarray:
     return chunk.predictions if source == "predictions" else chunk.given if source == "given" else chunk.extras[source]
 
 
-def _write_npz(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[int, ...], times: np.ndarray | None,
-               extras: Extras, chunks: Iterator[Chunk]) -> Path:
+def _write_npz(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[int, ...],
+               constants: dict[str, np.ndarray], extras: Extras, chunks: Iterator[Chunk]) -> Path:
     """An ``.npz``: the chunks into memory maps beside ``out`` (a zip archive holds one array after another), then
-    each copied into the archive once."""
+    each copied into the archive once; ``constants`` (small arrays: a forecast's times) written as they are."""
     entries = _entries(forecaster, inputs, shape, extras)
     names = {"predictions": "fields" if forecaster.kind == TRAJECTORY else "y", "input": "x"}
     # the memory maps and the archive made from them lie side by side; refused before any write if they cannot
@@ -104,9 +110,9 @@ def _write_npz(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[i
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
                 for name, path in scratch.items():
                     archive.write(path, f"{names.get(name, name)}.npy")
-                if times is not None:
-                    with archive.open("times.npy", "w") as f:
-                        np.lib.format.write_array(f, times)
+                for name, array in constants.items():
+                    with archive.open(f"{name}.npy", "w") as f:
+                        np.lib.format.write_array(f, array)
         return out
     finally:
         for path in scratch.values():
@@ -114,7 +120,7 @@ def _write_npz(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[i
 
 
 def _write_hdf5(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[int, ...], times: np.ndarray | None,
-                extras: Extras, chunks: Iterator[Chunk]) -> Path:
+                extras: Extras, chunks: Iterator[Chunk], attributes: dict[str, int]) -> Path:
     """opformer HDF5 with the input file's attributes (an array's: the run's domain), each chunk written straight
     into the datasets of the file being written (:class:`~opformer.data.store.Streamed`)."""
     entries = _entries(forecaster, inputs, shape, extras)
@@ -142,7 +148,7 @@ def _write_hdf5(out: Path, forecaster: Forecaster, inputs: Inputs, shape: tuple[
         return write_operator_dataset(out, Streamed(entries["input"][0]), Streamed(shape), solver=solver,
                                       input_channels=channels[0], target_channels=channels[1], datasets=further,
                                       fill=fill, **common)
-    common["extra"].update({"given_frames": len(inputs.times), "time_stride": inputs.stride})
+    common["extra"].update({"given_frames": len(inputs.times), "time_stride": inputs.stride, **attributes})
     if "times" in common["pde"]:  # a generated file's settings list its frames' times: the forecast's now
         common["pde"] = {**common["pde"], "times": times.tolist()}
     return write_trajectory_dataset(out, Streamed(shape), times, solver=solver, channels=channels[0],

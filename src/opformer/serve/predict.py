@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +32,25 @@ from opformer.trust.conformal import check_coverage
 Extras = Callable[[torch.Tensor, torch.Tensor], dict[str, np.ndarray]]
 
 
+class PositionWarning(UserWarning):
+    """A forecast's context lies at another stored frame than the calibration's: its bounds are not guaranteed
+    (every sample is flagged). ``opformer predict`` prints it as a note."""
+
+
 class BoundArrays:
     """What ``opformer predict --coverage`` writes beside each chunk: ``bound_relative_l2`` (per sample; rollouts
     per sample and frame), ``band_half_width`` (the predictions' shape: the band is the prediction plus or minus
-    it) and ``flagged`` (1 where the input is unlike the calibration data: the bounds there are not guaranteed)."""
+    it) and ``flagged`` (1 where the input is unlike the calibration data, or, ``moved``, a forecast whose context
+    lies at another frame than the calibration's: the bounds there are not guaranteed)."""
 
-    def __init__(self, forecaster: Forecaster, bounds: BoundsAt) -> None:
-        self.forecaster, self.bounds = forecaster, bounds
+    def __init__(self, forecaster: Forecaster, bounds: BoundsAt, moved: bool = False) -> None:
+        self.forecaster, self.bounds, self.moved = forecaster, bounds, moved
 
     def __call__(self, given: torch.Tensor, predictions: torch.Tensor) -> dict[str, np.ndarray]:
         bounds = self.forecaster.bounded(self.bounds, given, predictions)
         return {"bound_relative_l2": bounds.relative_l2.float().numpy(),
                 "band_half_width": (bounds.upper - predictions).float().numpy(),
-                "flagged": bounds.flagged.to(torch.uint8).numpy()}
+                "flagged": (bounds.flagged | self.moved).to(torch.uint8).numpy()}
 
 
 @dataclass
@@ -55,6 +62,8 @@ class Prediction:
     inputs: Inputs
     out: Path
     frames: int
+    #: what the output records beside the arrays (a forecast's context position; its calibrated one, with bounds)
+    attributes: dict[str, int] = field(default_factory=dict)
 
     def __enter__(self) -> Prediction:
         return self
@@ -66,11 +75,25 @@ class Prediction:
         """The bounds at ``coverage`` of the input's data set (its mixture member), their quantiles computed now
         (``score``: the per-sample score, default the calibration's choice). Errors name the command line's
         flags (``--coverage``, ``--score``): this is ``opformer predict``'s door."""
+        forecaster, inputs = self.forecaster, self.inputs
         check_coverage(coverage, "--coverage")
-        member = self.forecaster.calibrated_member(self.inputs.path, self.inputs.member)
-        if score is not None and self.forecaster.calibration is not None:
-            self.forecaster.calibration.group(member).check_score(score, self.forecaster.calibration.run, "--score")
-        return BoundArrays(self.forecaster, self.forecaster.bounds_at(coverage, member, joint, score))
+        member = forecaster.calibrated_member(inputs.path, inputs.member)
+        if score is not None and forecaster.calibration is not None:
+            forecaster.calibration.group(member).check_score(score, forecaster.calibration.run, "--score")
+        at = forecaster.bounds_at(coverage, member, joint, score)
+        moved = False
+        if forecaster.kind == TRAJECTORY:
+            given = forecaster.given_frames()
+            calibrated = given["start"] + inputs.stride * given["backtest"]  # the calibration's first context frame
+            self.attributes["calibrated_context_start"] = calibrated
+            moved = inputs.context_start != calibrated
+            if moved:
+                warnings.warn(f"{inputs.path}: the forecast's context starts at stored frame {inputs.context_start}, "
+                              f"the calibration's at frame {calibrated}: its bounds are not guaranteed there and every "
+                              f"sample is flagged (give --start {given['start']} to forecast where it was calibrated, "
+                              "or calibrate at this position with `opformer calibrate --start`)", PositionWarning,
+                              stacklevel=2)
+        return BoundArrays(forecaster, at, moved)
 
     def chunks(self, extras: Extras | None = None) -> Iterator[Chunk]:
         """Every sample predicted, about :data:`~opformer.data.readers.source.CHUNK_BYTES` of samples at a time;
@@ -85,6 +108,8 @@ class Prediction:
                 given = torch.from_numpy(np.require(inputs.read(start, stop), np.float32, ["C", "W"]))
                 pred = forecaster.rollout(given, n, inputs.kinds) if n else forecaster.predict(given)
                 arrays = {} if extras is None else extras(given, pred)  # may replace predictions (the solver's)
+                if inputs.truth is not None and self.out.suffix != ".npy":  # the input's true targets, kept
+                    arrays["truth"] = inputs.truth(start, stop)
                 yield Chunk(start, stop, given.numpy(), pred.numpy(), arrays)
                 bar.update(stop - start)
 
@@ -103,7 +128,8 @@ class Prediction:
     def write(self, extras: Extras | None = None) -> Path:
         """Predict every sample and write the output (with ``extras``' arrays beside the predictions)."""
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        return write_output(self.out, self.forecaster, self.inputs, self.shape, self.times(), self.chunks(extras))
+        return write_output(self.out, self.forecaster, self.inputs, self.shape, self.times(), self.chunks(extras),
+                            self.attributes)
 
 
 def prediction(forecaster: Forecaster, input_path: str | os.PathLike, output_path: str | os.PathLike,
@@ -124,14 +150,13 @@ def prediction(forecaster: Forecaster, input_path: str | os.PathLike, output_pat
                           "keep the error bounds beside them")
     if start is not None and not trajectory:
         raise ConfigError(f"--start: {forecaster.run.path} is an operator run (no frames to start from)")
-    given = forecaster.given_frames()
-    inputs = open_inputs(src, forecaster, member, given["start"] if start is None else start, given["backtest"])
+    inputs = open_inputs(src, forecaster, member, start, forecaster.given_frames()["backtest"])
     try:
         n = (frames or forecaster.validated_frames(src, member)) if trajectory else 0
     except BaseException:
         inputs.close()
         raise
-    return Prediction(forecaster, inputs, out, n)
+    return Prediction(forecaster, inputs, out, n, {"context_start": inputs.context_start} if trajectory else {})
 
 
 def predict_file(run_dir: str | os.PathLike | Run, input_path: str | os.PathLike, output_path: str | os.PathLike,
@@ -141,11 +166,14 @@ def predict_file(run_dir: str | os.PathLike | Run, input_path: str | os.PathLike
     """Apply a run's best surrogate to every sample of ``input_path`` and write ``output_path`` atomically.
 
     Operator runs predict each input (at the file's grid). Trajectory runs roll out ``frames`` frames (default:
-    :meth:`Forecaster.validated_frames`) after the ``t_in`` frames of each trajectory from the stored frame ``start``
-    (default: where the run's calibration starts, :meth:`Forecaster.given_frames`; 0 without one). The output is by
-    its suffix (:mod:`opformer.serve.outputs`). ``coverage``: the calibrated error bounds at that level beside the
-    predictions (:class:`BoundArrays`; ``joint``: a rollout's bounds for all its frames at once); a ``.npy``
-    output, one array, is refused. ``member``: for a mixture run, the member the input's samples belong to (its
+    :meth:`Forecaster.validated_frames`) after the last ``t_in`` frames of each trajectory (at the run's time
+    stride), as :meth:`Forecaster.rollout` does: the forecast continues after the frames given; ``start``: after the
+    ``t_in`` frames from that stored frame instead. The output is by its suffix (:mod:`opformer.serve.outputs`).
+    ``coverage``: the calibrated error bounds at that level beside the predictions (:class:`BoundArrays`; ``joint``:
+    a rollout's bounds for all its frames at once); a ``.npy`` output, one array, is refused. A forecast whose
+    context starts at another stored frame than the calibration's has every sample flagged (its bounds are not
+    guaranteed there), the output records both frames (``context_start``, ``calibrated_context_start``) and a
+    :class:`PositionWarning` says so. ``member``: for a mixture run, the member the input's samples belong to (its
     time stride, rollout length and calibration; default: the member whose file the input is). ``score``: the
     per-sample score of the bounds (default: the calibration's choice).
     """

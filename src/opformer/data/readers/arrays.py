@@ -4,8 +4,9 @@ Operator pairs: an input and a target array ``(N, *spatial)`` (one channel) or `
 (channel-last); from a ``.npz`` the keys ``x``/``y`` or ``input``/``target`` (or ``--keys IN,OUT``), from a
 ``.npy`` the file itself and ``--target FILE.npy``. Trajectories: ``(N, T, *spatial[, C])``, the ``.npz`` key
 ``fields`` or ``u`` (or ``--keys FIELDS[,TIMES]``), frame times from the key ``times`` or ``t`` if present,
-else 0, 1, 2, ... The number of spatial axes is the number of ``--lengths`` values (default ``1,1``: the unit
-square). ``.npy`` files are memory-mapped and read in chunks; a ``.npz`` member is loaded whole.
+else 0, 1, 2, ... The number of spatial axes is the number of ``--lengths`` values; without them it is read
+from the arrays' shapes where they say it (:func:`spatial_axes`), each axis of length 1. ``.npy`` files are
+memory-mapped and read in chunks; a ``.npz`` member is loaded whole.
 """
 
 from __future__ import annotations
@@ -23,12 +24,47 @@ from opformer.kinds import OPERATOR, TRAJECTORY
 
 OPERATOR_KEYS = (("x", "y"), ("input", "target"))
 FIELD_KEYS, TIME_KEYS = ("fields", "u"), ("times", "t")
+#: The fewest points of a side of a plane grid that :func:`spatial_axes` takes for granted (a shorter last axis may
+#: hold channels: ``(N, 128, 3)`` is 1D with 3 channels or a 128 x 3 grid, and ``--lengths`` must say which).
+MIN_SIDE = 4
 
 
-def stored_domain(lengths: Sequence[float] | None, grid: Sequence[str] | None, default_grid: str) -> dict[str, list]:
-    """The domain of ``--lengths`` (one per spatial axis, default the unit square) and ``--grid`` (one kind, or
-    one per axis)."""
-    lengths = list(lengths or [1.0, 1.0])
+def spatial_axes(path: Path, arrays: Sequence[tuple[str, Any]], leading: int, channel_first: bool = False) -> int:
+    """The number of spatial axes of sample-first arrays (``leading`` axes first: the sample, and the time of
+    trajectories) without ``--lengths``: the rest of an array's axes are its grid (one channel), or its grid and
+    then its channels. Their shapes say it where they can: one axis is a 1D grid; a last axis of 1 is a channel
+    axis; three axes of one size are a cubic grid (four, the first three of one size: a cubic grid and its
+    channels); the arrays that say it must agree. Else two (a plane; the earlier default ``--lengths 1,1``), where
+    the rest holds two or three axes and the plane's sides have at least :data:`MIN_SIDE` points. Else a one-line
+    ConfigError asking for ``--lengths``. ``channel_first``: the channels come before the grid."""
+    said: dict[int, str] = {}
+    plane = True
+    for key, array in arrays:
+        rest = tuple(array.shape[leading:])[::-1 if channel_first else 1]
+        axes = (len(rest) if len(rest) == 1 else
+                len(rest) - 1 if len(rest) > 1 and rest[-1] == 1 else
+                3 if len(rest) in (3, 4) and len(set(rest[:3])) == 1 else None)
+        if axes is not None:
+            said.setdefault(axes, key)
+        plane = plane and len(rest) in (2, 3) and min(rest[:2]) >= MIN_SIDE
+    if len(said) == 1:
+        return next(iter(said))
+    if not said and plane:
+        return 2
+    key, array = arrays[0]
+    rest = len(array.shape) - leading
+    told = "; ".join(f"'{k}' says {axes}" for axes, k in said.items())
+    raise ConfigError(f"{path}: '{key}' has shape {tuple(array.shape)}: "
+                      + (f"its arrays disagree on the spatial axes ({told}); " if said else "")
+                      + f"give --lengths, one length per spatial axis ({rest} values: a grid of one channel; "
+                      f"{rest - 1}: the {'first' if channel_first else 'last'} axis holds the channels)")
+
+
+def stored_domain(lengths: Sequence[float] | None, grid: Sequence[str] | None, default_grid: str,
+                  axes: int = 2) -> dict[str, list]:
+    """The domain of ``--lengths`` (one per spatial axis; default ``axes`` axes of length 1) and ``--grid`` (one
+    kind, or one per axis)."""
+    lengths = list(lengths or [1.0] * axes)
     grid = list(grid or [default_grid])
     if len(grid) == 1:
         grid *= len(lengths)
@@ -52,7 +88,7 @@ def channel_last(path: Path, key: str, array: Any, leading: int, axes: int, chan
         return shape[1:]
     layout = "(N, C, *spatial)" if channel_first else "(N, " + "T, " * (leading - 1) + "*spatial[, C])"
     raise DataError(f"{path}: '{key}' has shape {shape}, expected {layout} with {axes} spatial axes "
-                    f"(the number of --lengths values)")
+                    f"(the number of --lengths values, or the run's grid)")
 
 
 def block(path: Path, key: str, array: Any, start: int, stop: int, per_sample: tuple[int, ...],
@@ -68,8 +104,10 @@ def pairs_source(path: Path, inputs: Any, targets: Any, keys: tuple[str, str], b
                  lengths: Sequence[float] | None, grid: Sequence[str] | None, default_grid: str,
                  channel_first: bool, pde: dict[str, Any]) -> Source:
     """Operator pairs of two sample-first arrays (indexable by sample ranges: numpy arrays or memory maps) named
-    ``keys`` in the file; channel names from ``bases`` (``a`` for one channel, ``a0, a1, ...`` for several)."""
-    stored = stored_domain(lengths, grid, default_grid)
+    ``keys`` in the file; channel names from ``bases`` (``a`` for one channel, ``a0, a1, ...`` for several); the
+    spatial axes from ``lengths``, else from the arrays (:func:`spatial_axes`)."""
+    axes = None if lengths else spatial_axes(path, list(zip(keys, (inputs, targets))), 1, channel_first)
+    stored = stored_domain(lengths, grid, default_grid, axes or 2)
     axes = len(stored["lengths"])
     shapes = tuple(channel_last(path, key, array, 1, axes, channel_first) for key, array in zip(keys, (inputs, targets)))
     if inputs.shape[0] != targets.shape[0] or shapes[0][:-1] != shapes[1][:-1]:
@@ -128,6 +166,19 @@ def sample_array(path: Path, kind: str) -> tuple[str, Any]:
     return key, array
 
 
+def paired_targets(path: Path, key: str) -> tuple[str, Any] | None:
+    """The array stored beside the inputs ``key`` of a ``.npz`` file as their targets (``y`` beside ``x``, ``target``
+    beside ``input``) and its key, if the file holds one."""
+    partner = dict(OPERATOR_KEYS).get(key)
+    if partner is None or path.suffix != ".npz":
+        return None
+    loaded = _load(path)
+    try:
+        return (partner, _member(path, loaded, partner)) if partner in loaded.files else None
+    finally:
+        loaded.close()
+
+
 def read_arrays(path: Path, kind: str = OPERATOR, keys: Sequence[str] | None = None, target: Path | None = None,
                 lengths: Sequence[float] | None = None, grid: Sequence[str] | None = None) -> Source:
     """A ``.npz`` or ``.npy`` file (and ``target``) as operator pairs or trajectories on the given domain."""
@@ -166,7 +217,9 @@ def read_arrays(path: Path, kind: str = OPERATOR, keys: Sequence[str] | None = N
         loaded.close()
     else:
         names, fields, times = ["fields"], loaded, None
-    return _trajectories(path, names[0], fields, times, times_key, stored_domain(lengths, grid, PERIODIC), pde)
+    axes = None if lengths else spatial_axes(path, [(names[0], fields)], 2)
+    return _trajectories(path, names[0], fields, times, times_key, stored_domain(lengths, grid, PERIODIC, axes or 2),
+                         pde)
 
 
 def _trajectories(path: Path, key: str, fields: Any, times: Any, times_key: str | None, stored: dict[str, list],

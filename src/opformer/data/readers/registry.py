@@ -1,8 +1,9 @@
 """The layouts ``opformer convert`` reads: one entry per family, the only place the CLI learns of them.
 
 An entry names the reader (a function ``read(path, **options) -> Source`` of a module in this package), a
-one-line summary and the options it takes; the CLI's choices, its options' help and the "only used by" errors
-follow. Adding a layout is one module with its reader and one entry in ``READERS``.
+one-line summary, the options it takes and an example; the CLI's ``opformer convert FORMAT`` with its own
+``--help`` and the "only used by" errors follow. Adding a layout is one module with its reader and one entry in
+``READERS``.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def _choice(option: str, choices: tuple[str, ...]) -> Callable[[str], str]:
 
 @dataclass(frozen=True)
 class Option:
-    """A setting ``opformer convert`` takes as ``--name``: what it sets (the layouts taking it are prefixed in the
-    help, see :func:`option_help`) and how its text becomes the reader's value."""
+    """A setting ``opformer convert FORMAT`` takes as ``--name``: what it sets (the help of the layouts taking it)
+    and how its text becomes the reader's value."""
 
     help: str
     parse: Callable[[str], Any] = str
@@ -72,8 +73,9 @@ OPTIONS = {
     "keys": Option("the .npz arrays, INPUT,TARGET (default x,y or input,target) or FIELDS[,TIMES] "
                    "(default fields or u; times or t if present)", _names),
     "target": Option("the .npy file of targets when SRC is a .npy of inputs", Path),
-    "lengths": Option("the domain's length along each spatial axis, comma-separated; "
-                      "their number is the number of spatial axes (default 1,1)", _lengths),
+    "lengths": Option("the domain's length along each spatial axis, comma-separated; their number is the number "
+                      "of spatial axes (default: each axis of length 1, their number from the arrays' shapes where "
+                      "they say it, else 2)", _lengths),
     "grid": Option(f"{'|'.join(GRID_KINDS)}, one kind or one per axis (default: arrays "
                    "periodic, neuraloperator nodes, the-well periodic where its boundary is, else cells)", _grid),
 }
@@ -82,42 +84,50 @@ OPTIONS = {
 @dataclass(frozen=True)
 class Reader:
     """One layout of ``opformer convert``: ``read(path, **options)`` and the options it takes; ``many``: it reads
-    several files as one data set, ``read(paths, **options)``."""
+    several files as one data set, ``read(paths, **options)``; ``example``: the command lines of its ``--help``."""
 
     read: Callable[..., Source]
     summary: str
     options: tuple[str, ...] = ()
     many: bool = False
+    example: str = ""
 
 
 #: ``opformer convert FORMAT``: every layout.
 READERS = {
-    "fno-mat": Reader(read_fno_mat, "FNO's Navier-Stokes .mat (v5 or v7.3): a, u, t -> vorticity at 0 and t (1..T)"),
-    "pdebench-cfd": Reader(read_pdebench_cfd, "PDEBench 2D CFD .hdf5: Vx, Vy, density, pressure (periodic)"),
+    "fno-mat": Reader(read_fno_mat, "FNO's Navier-Stokes .mat (v5 or v7.3): a, u, t -> vorticity at 0 and t (1..T)",
+                      example="opformer convert fno-mat ns_V1e-3_N5000_T50.mat --out data/ns_1e-3.h5 --samples 1200"),
+    "pdebench-cfd": Reader(read_pdebench_cfd, "PDEBench 2D CFD .hdf5: Vx, Vy, density, pressure (periodic)",
+                           example="opformer convert pdebench-cfd 2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_128_Train"
+                                   ".hdf5 --out data/cfd.h5"),
     "pdebench-2d": Reader(read_pdebench_2d, "PDEBench 2D diffusion-reaction (u, v) or shallow-water (h) .h5, "
-                          "groups 0000.. (cell centres)"),
+                          "groups 0000.. (cell centres)",
+                          example="opformer convert pdebench-2d 2D_diff-react_NA_NA.h5 --out data/dr.h5"),
     "pdearena-ns": Reader(read_pdearena_ns, "PDEArena NavierStokes2D .h5: smoke, vx, vy on [0, 32]^2 (cells)",
-                          ("split",)),
+                          ("split",), example="opformer convert pdearena-ns NavierStokes2D_train_1_0.h5 --split train "
+                                              "--out data/smoke.h5"),
     "neuraloperator": Reader(read_neuraloperator_data, "neuraloperator .pt dict of tensors x, y (e.g. Darcy 16x16)",
-                             ("lengths", "grid")),
+                             ("lengths", "grid"), example="opformer convert neuraloperator darcy_train_16.pt --grid "
+                                                          "nodes --out data/darcy16.h5"),
     "arrays": Reader(read_arrays, ".npz or .npy input/target arrays or trajectories, domain from --lengths/--grid",
-                     ("kind", "keys", "target", "lengths", "grid")),
+                     ("kind", "keys", "target", "lengths", "grid"),
+                     example="opformer convert arrays pairs.npz --out data/pairs.h5   # x, y; the axes from the shapes"
+                             "\n  opformer convert arrays heat.npz --kind trajectory --channels T --out data/heat.h5"
+                             "\n  opformer convert arrays in.npy --target out.npy --lengths 2,1 --grid nodes "
+                             "--out data/pairs2.h5"),
     "opformer": Reader(read_opformer, "an opformer data file, rewritten in the current layout (chunk checksums: "
-                       "files written before them are hashed whole on every first open)"),
+                       "files written before them are hashed whole on every first open)",
+                       example="opformer convert opformer data/old.h5 --out data/new.h5"),
     "the-well": Reader(read_the_well, "The Well's .hdf5 files of one data set (its train, valid and test files in "
                        "one go: train first): t0/t1/t2 fields as channels, boundaries as grid kinds", ("grid",),
-                       many=True),
+                       many=True, example="opformer convert the-well shear_flow/data/{train,valid,test}/*.hdf5 "
+                                          "--out data/shear_flow.h5"),
 }
 
 
 def users(option: str) -> list[str]:
     """The layouts that take ``option``, in registry order."""
     return [name for name, reader in READERS.items() if option in reader.options]
-
-
-def option_help(option: str) -> str:
-    """The CLI help of ``option``: the layouts that take it, then what it sets."""
-    return f"{', '.join(users(option))}: {OPTIONS[option].help}"
 
 
 def open_source(name: str, paths: Sequence[Path], options: dict[str, Any]) -> Source:

@@ -47,6 +47,25 @@ def _blocks(path: Path, name: str, data: Any) -> tuple[list[np.ndarray], tuple[i
     return blocks, (sum(len(b) for b in blocks), *blocks[0].shape[1:])
 
 
+def _channel_axis(path: Path, name: str, data: Any, channels: Sequence[str], domain: dict[str, Any],
+                  leading: int) -> Any:
+    """``data`` (see :func:`_blocks`) with one channel's axis added where it leaves it out (``leading`` axes, then
+    as many grid axes as ``domain['lengths']``, then the channels), else as given; a one-line DataError naming the
+    expected shape where its last axis does not hold one value per name of ``channels``."""
+    lengths = domain.get("lengths") if isinstance(domain, dict) else None
+    axes = len(lengths) if isinstance(lengths, list) else None
+    blocks, shape = _blocks(path, name, data)
+    if axes is None:  # check_domain names the fault
+        return data
+    if len(shape) == leading + axes and len(channels) == 1 and not isinstance(data, Streamed):
+        return [block[..., None] for block in blocks]  # one channel, its axis left out
+    if len(shape) != leading + axes + 1 or shape[-1] != len(channels):
+        grid = ", ".join(["sample", *(["time"] * (leading - 1)), f"{axes} grid axes"])
+        raise DataError(f"{path}: '{name}' has shape {shape}, expected ({grid}, {len(channels)}) for the channels "
+                        f"{list(channels)}" + (f" or ({grid}) for one channel" if len(channels) == 1 else ""))
+    return data
+
+
 def _write_blocks(dataset: h5py.Dataset, blocks: list[np.ndarray]) -> None:
     """Store ``blocks`` one after another along the first axis, about :data:`WRITE_BYTES` at a time (whole
     samples, so whole chunks: none is written twice), converted to the dataset's type a piece at a time."""
@@ -126,9 +145,10 @@ def write_operator_dataset(
     path
         The HDF5 file to write (docs/data-format.md).
     inputs, targets
-        Channel-last arrays ``(sample, *spatial, channels)`` on one grid (or lists of such blocks of consecutive
-        samples, written one after another, e.g. memory maps); stored as float32. ``targets=None`` writes a file
-        of inputs only (for ``opformer predict``).
+        Channel-last arrays ``(sample, *spatial, channels)`` on one grid, one value per name of ``input_channels``
+        / ``target_channels`` (one channel may leave out its axis: ``(sample, *spatial)``), or lists of such blocks
+        of consecutive samples, written one after another (e.g. memory maps); stored as float32. ``targets=None``
+        writes a file of inputs only (for ``opformer predict``).
     pde, solver
         JSON mappings recorded as the file's ``pde`` and ``solver`` attributes (where the data came from; e.g.
         ``{"name": "heat", "viscosity": 0.01}`` and ``{"name": "exact"}``).
@@ -158,13 +178,13 @@ def write_operator_dataset(
         Shapes, channel names or domain that do not fit together (one line naming the file).
     """
     path = Path(path)
-    arrays = {name: a for name, a in (("input", inputs), ("target", targets)) if a is not None}
+    arrays = {name: _channel_axis(path, name, a, channels, domain, 1)
+              for name, a, channels in (("input", inputs, input_channels), ("target", targets, target_channels))
+              if a is not None}
     shapes = {name: _blocks(path, name, a)[1] for name, a in arrays.items()}
     x, y = shapes["input"], shapes.get("target")
     if y is not None and x[:-1] != y[:-1]:
         raise DataError(f"{path}: input grid {x[:-1]} differs from target grid {y[:-1]}")
-    if x[-1] != len(input_channels) or (y is not None and y[-1] != len(target_channels)):
-        raise DataError(f"{path}: channel names do not match the channel dimension of the arrays")
     check_domain(path, domain, len(x) - 2)
     attrs = {"kind": OPERATOR, "seed": int(seed), "pde": pde, "solver": solver, "domain": domain,
              "input_channels": input_channels, "target_channels": target_channels, **(extra or {})}
@@ -192,8 +212,9 @@ def write_trajectory_dataset(
     path
         The HDF5 file to write (docs/data-format.md).
     fields
-        ``(sample, time, *spatial, channels)``, channel-last (or a list of such blocks of consecutive samples,
-        written one after another, e.g. memory maps); stored as float32.
+        ``(sample, time, *spatial, channels)``, channel-last, one value per name of ``channels`` (one channel may
+        leave out its axis), or a list of such blocks of consecutive samples, written one after another (e.g.
+        memory maps); stored as float32.
     times
         ``(time,)``: the frames' time stamps, strictly increasing.
     pde, solver, domain, seed, extra, datasets, fill
@@ -213,12 +234,11 @@ def write_trajectory_dataset(
     """
     path = Path(path)
     times = np.asarray(times, dtype=np.float64)
+    fields = _channel_axis(path, "fields", fields, channels, domain, 2)
     shape = _blocks(path, "fields", fields)[1]
     if len(shape) < 4 or times.shape != (shape[1],):
         raise DataError(f"{path}: fields {shape} must be (sample, time, *spatial, channels) with one time "
                         f"stamp per frame (got {times.shape[0] if times.ndim else 0} stamps)")
-    if shape[-1] != len(channels):
-        raise DataError(f"{path}: channel names do not match the channel dimension of the fields")
     if times.size > 1 and not np.all(np.diff(times) > 0):
         raise DataError(f"{path}: time stamps must increase strictly")
     check_domain(path, domain, len(shape) - 3)
