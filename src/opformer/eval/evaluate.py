@@ -16,6 +16,7 @@ from opformer.errors import ConfigError, DataError
 from opformer.eval.metrics import (
     NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, noise_sample, persistence, rollout_errors, split_errors, well_errors,
     window_means)
+from opformer.kinds import TRAJECTORY
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
@@ -161,7 +162,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
-    if read_info(data_path).kind == "trajectory":
+    if read_info(data_path).kind == TRAJECTORY:
         if input_noise is not None:
             raise ConfigError(f"--input-noise: {data_path} holds trajectories; input noise is for operator pairs")
         rows = []

@@ -1,5 +1,5 @@
 """Evaluation of a run trained on a mixture of trajectory files (DPOT's pre-training): a row per member; and of
-imported DPOT weights on one file, as a member of such a mixture.
+imported trajectory weights (DPOT's, FactFormer's) on one file, as a member of such a mixture.
 
 Each member's split is read on its stored grid, channels zero-padded to the run's count, and rolled out from
 its first ``t_in`` frames exactly as the run's validation does (:func:`opformer.eval.metrics.rollout_errors`
@@ -161,8 +161,8 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
     run = Run.open(run_dir)
     surrogate, payload = run.surrogate, run.payload
     run_dir = run.path
-    if not run.is_imported or "t_in" not in surrogate.spec["data"]:
-        raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
+    if not run.as_member:
+        raise ConfigError(f"{run_dir}: not a run of imported trajectory weights")
     surrogate.to(resolve_device(device))
     cfg, spec = payload["run_config"], surrogate.spec
     t_in, channels = spec["data"]["t_in"], len(spec["data"]["input_channels"])
@@ -196,7 +196,7 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
 def evaluate_file(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",
                   frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
                   batch_size: int | None = None) -> list[dict[str, Any]]:
-    """An imported DPOT on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row
+    """Imported trajectory weights on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row
     with the columns of :func:`evaluate_mixture` and ``notes`` (what was padded or resized)."""
     surrogate, payload, member, step, notes = imported_member(run_dir, data_path, split, frames, paper_lengths,
                                                               device)

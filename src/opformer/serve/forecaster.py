@@ -64,9 +64,9 @@ class Forecaster:
         self.grid = tuple(data["stored_shape"])
         self.kinds = axis_kinds(data)
         self.input_channels, self.target_channels = list(data["input_channels"]), list(data["target_channels"])
-        self.padded = run.is_mixture or (run.is_imported and self.kind == TRAJECTORY)
+        self.padded = run.is_mixture or run.as_member
         # a mixture run was validated on its members' stored grids; other weights that fix their grid see it
-        self.resized = self.padded and not run.is_mixture and self.surrogate.fixed_grid
+        self.resized = run.as_member and self.surrogate.fixed_grid
         if self.padded and len(self.target_channels) != len(self.input_channels):
             raise ConfigError(f"{self.source}: a model of {len(self.input_channels)} input and "
                               f"{len(self.target_channels)} output channels cannot roll out")
