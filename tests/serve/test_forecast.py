@@ -14,7 +14,7 @@ from opformer.config import config_from_dict
 from opformer.data.store import read_info, write_trajectory_dataset
 from opformer.errors import DataError
 from opformer.eval.evaluate import rollout_row
-from opformer.eval.metrics import predict, rollout
+from opformer.models.inference import predict, rollout
 from opformer.serve import predict as serving
 from opformer.serve.forecaster import open_forecaster
 from opformer.serve.predict import predict_file
@@ -360,7 +360,7 @@ def test_each_import_format_forecasts_on_the_input_grid_unless_its_weights_fix_i
     """Through ``opformer.load_surrogate``, on a grid other than the recorded one: a model of any grid (FactFormer,
     GT, FNO) is applied to the input as it is; only DPOT, whose positional embedding fixes its grid, sees the frames
     resized to that grid and its predictions back."""
-    from opformer.eval.mixture import ResizedStep
+    from opformer.models.inference import ResizedStep
 
     forecaster = opformer.load_surrogate(_imported(fmt, tmp_path), device="cpu")
     assert forecaster.grid != grid and forecaster.resized == (fmt == "dpot")

@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from opformer.data.mixture import MixtureSpec, member_name, pad_channels
-from opformer.data.resize import resize
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
 from opformer.grids import axis_kinds
 from opformer.eval.evaluate import spread
-from opformer.eval.metrics import RolloutErrors, Step, persistence, rollout_errors
+from opformer.eval.metrics import RolloutErrors, persistence, rollout_errors
+from opformer.models.inference import ResizedStep, Step
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
@@ -133,20 +133,6 @@ def evaluate_mixture(run_dir: str | os.PathLike | Run, split: str = "test", fram
             "persistence_relative_l2": float(baseline.per_frame.mean()),
         })
     return rows
-
-
-class ResizedStep:
-    """A model that runs on one grid (``grid``) applied to frames on another: each input window is resized to
-    ``grid`` (by the data's axis kinds: Fourier on periodic axes, else linear or cell means) and the prediction
-    back to the input's grid, where it is measured."""
-
-    def __init__(self, step: Step, grid: tuple[int, ...], kinds: tuple[str, ...]) -> None:
-        self.step, self.grid, self.kinds = step, grid, kinds
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        stored = tuple(x.shape[1:1 + len(self.grid)])
-        y = self.step(resize(x, 1, self.grid, self.kinds))
-        return resize(y, 1, stored, self.kinds)
 
 
 def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",

@@ -13,12 +13,12 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, first_test_samples, rollout_row, single_file_run
-from opformer.eval.metrics import predict
+from opformer.eval.evaluate import first_test_samples, rollout_row, single_file_run
 from opformer.eval.mixture import imported_member, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
 from opformer.kinds import TRAJECTORY
+from opformer.models.inference import check_compatible, predict
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device

@@ -134,6 +134,14 @@ class Run:
         """``imported``, ``mixture``, else the kind of its data (``operator`` or ``trajectory``)."""
         return IMPORTED if self.is_imported else MIXTURE if self.is_mixture else self.data_kind
 
+    def eval_batch_size(self, batch_size: int | None = None) -> int:
+        """Samples per model call: ``batch_size``, else the run's ``train.eval_batch_size`` (a one-line error below
+        1)."""
+        batch = batch_size or self.run_config["train"]["eval_batch_size"]
+        if batch < 1:
+            raise ConfigError(f"--batch-size {batch}: expected at least 1")
+        return batch
+
     @property
     def as_member(self) -> bool:
         """Whether a data file is evaluated, plotted and forecast as one member of a mixture for this run: imported

@@ -15,10 +15,10 @@ from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, eval_batch_size
-from opformer.eval.metrics import Step, predict, rollout_errors
+from opformer.eval.metrics import rollout_errors
 from opformer.eval.mixture import imported_member, member_splits
 from opformer.kinds import TRAJECTORY
+from opformer.models.inference import Step, check_compatible, predict
 from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Calibration, Group
@@ -283,7 +283,7 @@ def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = N
     """
     run = Run.open(run_dir)
     surrogate, cfg, checkpoint = run.surrogate, run.run_config, run.checkpoint()
-    batch = eval_batch_size(run, batch_size)
+    batch = run.eval_batch_size(batch_size)
     imported = run.is_imported
     split = split or ("all" if imported else "test")
     _check_split(split, data, cfg, imported)
