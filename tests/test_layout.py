@@ -43,6 +43,12 @@ def test_no_package_imports_from_a_later_one():
     assert upward == []
 
 
+def test_serving_imports_nothing_from_evaluation():
+    edges = import_edges()
+    assert ("serve", "trust") in {(s, d) for s, d, _ in edges}  # the scan sees serve's imports
+    assert sorted(file for s, d, file in edges if (s, d) == ("serve", "eval")) == []
+
+
 def test_solvers_run_without_torch():
     for path in (ROOT / "pde").rglob("*.py"):
         tree = ast.parse(path.read_text())

@@ -3,7 +3,8 @@ import torch
 
 from opformer.config import config_from_dict
 from opformer.eval.evaluate import evaluate_run, first_test_samples, format_table, scaled_batch_size
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, predict, relative_l2_per_sample
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, noise_sample, relative_l2_per_sample
+from opformer.models.inference import predict
 from opformer.runs import Run
 from opformer.train.trainer import train
 from tests.trust.trust_runs import heat_run  # noqa: F401 (fixture)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from opformer.data.trajectories import load_trajectories
-from opformer.eval.metrics import (advance, masked_relative_l2_per_sample, persistence, relative_l2_per_sample, rollout,
-                                   rollout_errors)
+from opformer.eval.metrics import masked_relative_l2_per_sample, persistence, relative_l2_per_sample, rollout_errors
+from opformer.models.inference import advance, rollout
 
 
 def col(values):

@@ -11,7 +11,8 @@ from opformer.config import config_from_dict
 from opformer.data.mixture import pad_channels
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
-from opformer.eval.metrics import masked_relative_l2_per_sample, relative_l2_per_sample, rollout
+from opformer.eval.metrics import masked_relative_l2_per_sample, relative_l2_per_sample
+from opformer.models.inference import rollout
 from opformer.eval.mixture import evaluate_mixture, paper_frames
 from opformer.runs import Run
 from opformer.train.trainer import train

@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 
 from opformer.cli import main
 from opformer.errors import CheckpointError
-from opformer.imports import convert_file, factformer
+from opformer.imports import factformer
+from opformer.imports.convert import convert_file
 from opformer.models.registry import build_model
 from opformer.runs import Run
 
@@ -142,12 +143,12 @@ def test_bad_files_and_configs_are_one_line_errors(tmp_path, capsys):
     torch.save(state, not_theirs)
     assert "expected the authors' {'model': state_dict, ...}" in failure(tmp_path, capsys, not_theirs, yml)
     assert main(["import", "dpot", str(good), "--config", str(yml), "--out", str(tmp_path / "x")]) == 2
-    assert "--config: only used with format galerkin-transformer or factformer" in capsys.readouterr().err
+    assert "--config: only used with format factformer or galerkin-transformer" in capsys.readouterr().err
 
 
 def test_a_run_of_the_layout_before_the_authors_is_a_one_line_error(tmp_path):
     """A checkpoint of opformer's FactFormer before the authors' layout (biases in the blocks' output networks)."""
-    from opformer.imports import import_run
+    from opformer.imports.convert import import_run
     from opformer.runs import checksum, load_checkpoint
 
     state, _, _, _ = fixture("ns2d")

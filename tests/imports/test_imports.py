@@ -7,17 +7,25 @@ the reference's outputs in float32 and float64 (and, for the tiny DPOT, the grad
 
 import argparse
 import fractions
+import importlib
 import json
+import os
+import subprocess
+import sys
+import typing
 from pathlib import Path
 
 import pytest
 import torch
 
-from opformer.cli import main
+import opformer
+from opformer.cli import build_parser, main
 from opformer.cli.importing import FORMATS as CLI_FORMATS
-from opformer.config import config_from_dict
+from opformer.config import ImportFormat, config_from_dict
 from opformer.errors import CheckpointError, ConfigError
-from opformer.imports import FORMATS, build_surrogate, convert_file, dpot, galerkin, import_run, neuraloperator
+from opformer.imports import dpot, galerkin, neuraloperator
+from opformer.imports.convert import build_surrogate, convert_file, import_run
+from opformer.imports.formats import FILE_FORMATS, FORMATS
 from opformer.models.registry import build_model
 from opformer.runs import Run
 from opformer.train.trainer import Trainer
@@ -55,8 +63,24 @@ def convert(fmt, name, **options):
     return imported
 
 
-def test_the_cli_lists_the_formats_there_are():
-    assert CLI_FORMATS == FORMATS
+def test_the_cli_lists_the_formats_of_the_registry_and_each_has_its_converter():
+    (sub,) = [a for a in build_parser()._actions if a.dest == "command"]
+    (fmt,) = [a for a in sub.choices["import"]._actions if a.dest == "format"]
+    assert list(fmt.choices) == list(CLI_FORMATS) == list(FORMATS)
+    assert set(typing.get_args(ImportFormat)) == set(FILE_FORMATS) == set(FORMATS) - {"opformer"}
+    for name in FILE_FORMATS:
+        assert callable(importlib.import_module(f"opformer.imports.{FORMATS[name].module}").import_file)
+    with pytest.raises(ConfigError, match="format 'onnx': expected one of dpot, factformer"):
+        convert_file("onnx", "model.onnx")
+
+
+@pytest.mark.slow
+def test_the_parser_imports_no_models():
+    code = ("import sys; from opformer.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('opformer.models', 'opformer.imports.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(opformer.__file__).parents[1])}).stdout
+    assert out.strip() == "['opformer.imports.formats']"
 
 
 # --- DPOT -------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from opformer.cli import main
 from opformer.config import InitConfig, config_from_dict, config_to_dict
 from opformer.data.store import read_arrays
 from opformer.errors import CheckpointError
-from opformer.imports import import_run
+from opformer.imports.convert import import_run
 from opformer.imports.export import FORMAT_VERSION, export_run
 from opformer.imports.repository import import_repository
 from opformer.models.registry import build_model

@@ -166,3 +166,19 @@ def test_kolmogorov_flags_reach_the_generator_and_darcy_takes_its_contrast():
     assert set(np.unique(a)) <= {20.0, 1.0}
     assert settings["pde"]["coefficient"]["tau"] == 6.0
     assert settings["pde"]["coefficient"]["map"] == "a = 20 where p >= 0, else 1"
+
+
+def test_a_files_pde_name_finds_its_one_descriptor():
+    from opformer.pde.registry import VORTICITY_ESTIMATE, stored_pde
+
+    names = [name for pde in PDES.values() for name in pde.stored]
+    assert len(names) == len(set(names)) and all(pde.stored for pde in PDES.values())
+    for key, pde in PDES.items():
+        assert pde.key == key and all(stored_pde({"name": name}) is pde for name in pde.stored)
+    assert stored_pde({"name": "navier_stokes_2d_fno"}).key == "navier-stokes"
+    assert stored_pde({"name": "kolmogorov"}) is None and stored_pde(None) is None and stored_pde({}) is None
+    # the vorticity estimate needs a forcing; only a PDE's own forcing is its own
+    assert all(pde.forcing is not None for pde in PDES.values() if pde.estimate == VORTICITY_ESTIMATE)
+    kolmogorov = PDES["kolmogorov"]
+    assert kolmogorov.own_forcing({"forcing": kolmogorov.forcing.record}) and not kolmogorov.own_forcing({})
+    assert PDES["burgers"].own_forcing({})

@@ -14,7 +14,7 @@ from opformer.config import config_from_dict
 from opformer.data.store import read_info, write_trajectory_dataset
 from opformer.errors import DataError
 from opformer.eval.evaluate import rollout_row
-from opformer.eval.metrics import predict, rollout
+from opformer.models.inference import predict, rollout
 from opformer.serve import predict as serving
 from opformer.serve.forecaster import open_forecaster
 from opformer.serve.predict import predict_file
@@ -174,7 +174,7 @@ def test_a_mixture_run_answers_on_each_member_grid_and_channels(mixture_run, tmp
 @pytest.mark.slow
 def test_an_imported_dpot_resizes_to_its_grid_and_back(tmp_path):
     from opformer.eval.mixture import imported_member, member_rollout
-    from opformer.imports import import_run
+    from opformer.imports.convert import import_run
 
     run = import_run("dpot", FIXTURES / "dpot_tiny.pth", tmp_path / "dpot")[0]
     heat = write_toy_heat(tmp_path / "heat32.h5", samples=2, n=32, frames=6)  # 1 channel at 32^2; model: 4 at 16^2
@@ -338,7 +338,7 @@ def _imported(fmt: str, tmp_path: Path) -> Path:
     """A run of each import format's fixture (FactFormer's in the file its trainers write)."""
     from safetensors.torch import load_file
 
-    from opformer.imports import import_run
+    from opformer.imports.convert import import_run
 
     options = {}
     source = FIXTURES / {"dpot": "dpot_tiny.pth", "galerkin-transformer": "gt_small.pt",
@@ -360,7 +360,7 @@ def test_each_import_format_forecasts_on_the_input_grid_unless_its_weights_fix_i
     """Through ``opformer.load_surrogate``, on a grid other than the recorded one: a model of any grid (FactFormer,
     GT, FNO) is applied to the input as it is; only DPOT, whose positional embedding fixes its grid, sees the frames
     resized to that grid and its predictions back."""
-    from opformer.eval.mixture import ResizedStep
+    from opformer.models.inference import ResizedStep
 
     forecaster = opformer.load_surrogate(_imported(fmt, tmp_path), device="cpu")
     assert forecaster.grid != grid and forecaster.resized == (fmt == "dpot")

@@ -9,7 +9,8 @@ from opformer.config import config_from_dict
 from opformer.data.pairs import load_split
 from opformer.errors import ConfigError, DataError
 from opformer.eval.evaluate import evaluate_run
-from opformer.eval.metrics import NOISE_SEED_OFFSETS, predict, split_errors
+from opformer.eval.metrics import NOISE_SEED_OFFSETS, split_errors
+from opformer.models.inference import predict
 from opformer.runs import Run
 from opformer.train.trainer import Trainer, train
 

@@ -9,7 +9,8 @@ import torch
 from opformer.cli import main
 from opformer.config import config_from_dict, config_to_dict, load_config
 from opformer.errors import ConfigError
-from opformer.eval.metrics import masked_relative_l2_per_sample, rollout
+from opformer.eval.metrics import masked_relative_l2_per_sample
+from opformer.models.inference import rollout
 from opformer.models.surrogate import Surrogate
 from opformer.runs import load_checkpoint
 from opformer.train.distributed import Part

@@ -17,7 +17,8 @@ from opformer.config import config_from_dict
 from opformer.data.pairs import load_split
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import CheckpointError, ConfigError
-from opformer.eval.metrics import predict, rollout_errors, split_errors
+from opformer.eval.metrics import rollout_errors, split_errors
+from opformer.models.inference import predict
 from opformer.runs import Run, save_checkpoint
 from opformer.serve.predict import PositionWarning, predict_file
 from opformer.train.trainer import train

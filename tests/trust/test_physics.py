@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from opformer.pde.darcy import assemble_darcy, solve_darcy
-from opformer.pde.kolmogorov import kolmogorov_forcing, laminar_vorticity
+from opformer.pde.kolmogorov import KOLMOGOROV_FORCING, kolmogorov_forcing, laminar_vorticity
 from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing
 from opformer.trust.conformal import conformal_quantile, conformal_rank
-from opformer.trust.physics import (DARCY_TOLERANCE, KOLMOGOROV_FORCING, Vorticity, cg_steps, conjugate_gradients,
+from opformer.trust.physics import (DARCY_TOLERANCE, Vorticity, cg_steps, conjugate_gradients,
                                     contraction, darcy_error_estimate, darcy_estimates, darcy_operator,
                                     darcy_residual, forecast_estimates, history_estimates, inverse_laplacian,
                                     normalized_scores, vorticity_physics)

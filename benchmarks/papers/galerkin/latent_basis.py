@@ -47,7 +47,7 @@ def layer_outputs(run_dir: str, data: str) -> tuple[list[torch.Tensor], dict[str
     """Each encoder layer's output on the run's first test sample, ``(n_c, n_c, d_model)``, and the run's facts."""
     from opformer.errors import ConfigError
     from opformer.eval.evaluate import first_test_samples, single_file_run
-    from opformer.eval.metrics import predict
+    from opformer.models.inference import predict
     from opformer.models.galerkin_transformer_2d import GalerkinTransformer2d
 
     run = single_file_run(run_dir)

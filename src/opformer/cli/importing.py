@@ -9,28 +9,21 @@ import argparse
 from pathlib import Path
 
 from opformer.cli.options import AddCommand, writable_folder
-
-#: the formats of :mod:`opformer.imports` (named here so that the parser does not import torch's models)
-FORMATS = ("dpot", "factformer", "galerkin-transformer", "neuraloperator", "opformer")
+from opformer.imports.formats import FORMATS, check_options
 
 EXAMPLES = {
-    "import": "opformer import dpot model_Ti.pth --out runs/dpot_ti\n"
-              "  opformer import dpot hf://hzk17/DPOT/model_Ti.pth --out runs/dpot_ti\n"
-              "  opformer import factformer checkpoint_final.pth --config ns2d_fact_lm.yml --out runs/ff_imported\n"
-              "  opformer import galerkin-transformer burgers_gt.pt --config burgers.yaml --out runs/gt_imported\n"
-              "  opformer import neuraloperator fno1d_state_dict.pt --out runs/fno_imported\n"
-              "  opformer import opformer hf://OWNER/NAME --revision v1 --out runs/shared",
+    "import": "\n  ".join(example for entry in FORMATS.values() for example in entry.examples),
     "export": "opformer export runs/gt exported/gt --metrics gt.json",
 }
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``opformer import FORMAT SRC --out RUN``: convert, check and write the run; print what was found."""
-    from opformer.imports import check_options, import_run
+    from opformer.imports.convert import import_run
 
     writable_folder("--out", args.out, Path(args.out), create=True)
     check_options(args.format, args.config, args.modes, args.grid)
-    if args.format == "opformer":
+    if FORMATS[args.format].repository:
         from opformer.imports.repository import import_repository
 
         out, repository = import_repository(args.source, args.out, args.revision)
@@ -72,7 +65,7 @@ def add_parsers(add: AddCommand) -> None:
     p = add("import", "Weights of DPOT's or FactFormer's authors, the Galerkin Transformer package, neuraloperator "
                       "or an exported opformer model, local or from the Hugging Face Hub, as a run directory "
                       "(docs/models.md).")
-    p.add_argument("format", choices=FORMATS, help="the code base the weights come from (opformer: a model "
+    p.add_argument("format", choices=list(FORMATS), help="the code base the weights come from (opformer: a model "
                                                    "repository written by opformer export)")
     p.add_argument("source", help="the weights file (read without unpickling code), the exported folder (format "
                                   "opformer), or hf://OWNER/NAME[@REVISION][/PATH] on the Hugging Face Hub "

@@ -22,57 +22,25 @@ EXAMPLES = {
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``opformer evaluate RUN``: print the error table (and write it as JSON)."""
-    from opformer.eval.evaluate import evaluate_run, format_table, format_well_table
-    from opformer.eval.mixture import evaluate_file, evaluate_mixture, format_mixture_table
+    from opformer.eval.run_evaluation import evaluate
     from opformer.io import write_atomic
-    from opformer.runs import Run
 
     json_path = output_path("--json", args.json)
-    data, resolutions = args.data, parse_resolutions(args.resolutions) if args.resolutions else None
     if args.frames is not None and args.frames < 1:
         raise ConfigError(f"--frames {args.frames}: expected at least 1 frame")
     windows = _windows(args) if args.metrics == "well" else None
     if windows is None and args.windows is not None:
         raise ConfigError("--windows: only with --metrics well")
-    run = Run(args.run)
-    run_config = run.config
-    stored, imported = run_config.data, run_config.imported
-    if imported and data is None:
-        raise ConfigError(f"{args.run}: holds {imported.format} weights imported from {imported.source}; give the "
-                          "data to evaluate them on with --data FILE")
-    split = args.split or ("all" if imported else "test")  # imported weights saw none of the file
-    per_member = (imported and imported.format == "dpot") or (stored.mixture and data is None)
-    if windows is not None and per_member:
-        raise ConfigError("--metrics well: for runs evaluated on one data file (not a mixture run's members, not "
-                          "imported DPOT weights)")
-    if args.input_noise is not None and per_member:
-        raise ConfigError("--input-noise: for runs evaluated on one file of operator pairs (not a mixture run's "
-                          "members, not imported DPOT weights)")
-    if imported and imported.format == "dpot":
-        if resolutions is not None:
-            raise ConfigError("--resolutions: an imported DPOT is evaluated on the file's stored grid")
-        rows = evaluate_file(run, data, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
-                                device=args.device)
-        print(format_mixture_table(rows, f"{args.run} ({imported.format} weights of {imported.source}) on {data} "
-                                         f"({split} split)"))
-        for note in rows[0]["notes"]:
-            print(f"note: {note}")
-    elif stored.mixture and data is None and resolutions is None:
-        rows = evaluate_mixture(run, split=split, frames=args.frames, paper_lengths=args.paper_lengths,
-                                device=args.device)
-        print(format_mixture_table(rows, f"{args.run}: each member of its mixture ({split} split)"))
-    else:
-        if args.paper_lengths:
-            raise ConfigError("--paper-lengths: only for runs trained on a mixture (evaluated without --data)")
-        data, resolutions = data or stored.path, resolutions or [stored.resolution]
-        rows = evaluate_run(run, data, resolutions, split=split, device=args.device, frames=args.frames,
-                            well_windows=windows, input_noise=args.input_noise)
-        print(format_table(rows, f"{args.run} on {data} ({split} split)"))
-        if windows is not None:
-            print(format_well_table(rows))
+    evaluation = evaluate(args.run, args.data,
+                          resolutions=parse_resolutions(args.resolutions) if args.resolutions else None,
+                          split=args.split, frames=args.frames, paper_lengths=args.paper_lengths,
+                          well_windows=windows, input_noise=args.input_noise, device=args.device)
+    print(evaluation.table)
+    for note in evaluation.notes:
+        print(f"note: {note}")
     if json_path:
-        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(data), "split": split,
-                                            "results": rows}, indent=2) + "\n")
+        write_atomic(json_path, json.dumps({"run": str(args.run), "data": str(evaluation.data),
+                                            "split": evaluation.split, "results": evaluation.rows}, indent=2) + "\n")
     return 0
 
 

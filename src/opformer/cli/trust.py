@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from opformer.cli.options import DEVICE_HELP, AddCommand
 from opformer.errors import ConfigError
+from opformer.kinds import TRAJECTORY
 
 if TYPE_CHECKING:
     from opformer.trust.bounds import Calibration
@@ -61,7 +62,7 @@ def calibration_rows(calibration: Calibration, coverages: tuple[float, ...] = DE
     from opformer.trust.scores import PLAIN_SCORES
 
     rows = []
-    joint = calibration.kind == "trajectory"
+    joint = calibration.kind == TRAJECTORY
     for name, group in calibration.groups.items():
         difficulty = group.difficulty_of(group.score)
         per_input = {c: calibration.sample_bounds(c, difficulty, name) for c in coverages}
@@ -86,7 +87,7 @@ def format_calibration(calibration: Calibration, coverages: tuple[float, ...] = 
 
     rows = calibration_rows(calibration, coverages)
     member = any(row["member"] for row in rows)
-    frame = calibration.kind == "trajectory"
+    frame = calibration.kind == TRAJECTORY
     ranged = any("bounds_range" in row for row in rows)
     head = (f"{'member':<20}  " if member else "") + (f"{'frame':>5}  " if frame else "") + f"{'samples':>7}"
     lines = [f"{name or 'scores'}: per-sample {group.score}, pointwise scale {group.scale}"

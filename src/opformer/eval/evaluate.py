@@ -10,37 +10,17 @@ from typing import Any
 import torch
 
 from opformer.data.pairs import OperatorSplit, load_split, split_options
-from opformer.data.store import DatasetInfo, read_info
+from opformer.data.store import read_info
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
-from opformer.errors import ConfigError, DataError
+from opformer.errors import ConfigError
 from opformer.eval.metrics import (
-    NOISE_SEED_OFFSETS, WELL_WINDOWS, Step, noise_sample, persistence, rollout_errors, split_errors, well_errors,
+    NOISE_SEED_OFFSETS, WELL_WINDOWS, noise_sample, persistence, rollout_errors, split_errors, well_errors,
     window_means)
+from opformer.kinds import TRAJECTORY
+from opformer.models.inference import Step, check_compatible
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
-
-
-def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
-                     channels: tuple[list[str], list[str]] | None = None) -> None:
-    """Raise a one-line error if a data file does not fit the model a checkpoint was trained for.
-
-    ``channels`` (input, target) overrides the file's own, for a split read in the inverse direction. A model
-    that ``opformer import`` wrote knows how many channels it takes, not their names: only their number counts.
-    """
-    data = surrogate.spec["data"]
-    inputs, targets = channels or (info.input_channels, info.target_channels)
-    if data.get("imported"):
-        fits = (info.ndim, len(inputs), len(targets)) == (len(data["stored_shape"]), len(data["input_channels"]),
-                                                          len(data["target_channels"]))
-    else:
-        fits = (info.ndim, inputs, targets) == (len(data["stored_shape"]), data["input_channels"],
-                                                data["target_channels"])
-    if not fits:
-        raise DataError(
-            f"{info.path}: {info.ndim}D data with channels {inputs} -> {targets} does not "
-            f"fit {source}, a model of {len(data['stored_shape'])}D data with channels {data['input_channels']} -> "
-            f"{data['target_channels']}")
 
 
 def trained_resolution(surrogate: Surrogate, run_config: dict[str, Any]) -> int | None:
@@ -62,14 +42,6 @@ def scaled_batch_size(eval_batch_size: int, trained: int | None, resolution: tup
         return eval_batch_size
     ratio = (resolution[0] / trained) ** len(resolution)
     return max(1, int(eval_batch_size / max(ratio, 1.0)))
-
-
-def eval_batch_size(run: Run, batch_size: int | None = None) -> int:
-    """Samples per model call: ``batch_size``, else the run's ``train.eval_batch_size`` (a one-line error below 1)."""
-    batch = batch_size or run.run_config["train"]["eval_batch_size"]
-    if batch < 1:
-        raise ConfigError(f"--batch-size {batch}: expected at least 1")
-    return batch
 
 
 def single_file_run(source: str | os.PathLike | Run) -> Run:
@@ -161,7 +133,7 @@ def evaluate_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike,
     cfg = payload["run_config"]
     dev = resolve_device(device)
     surrogate.to(dev)
-    if read_info(data_path).kind == "trajectory":
+    if read_info(data_path).kind == TRAJECTORY:
         if input_noise is not None:
             raise ConfigError(f"--input-noise: {data_path} holds trajectories; input noise is for operator pairs")
         rows = []

@@ -1,21 +1,19 @@
 """What every evaluation measures, and what training validates with: relative L2 errors of predictions and
 of auto-regressive rollouts, with fixed, seeded input-noise realisations.
 
-A step maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the next ``t_out`` frames
-(temporal bundling); a rollout feeds its own predictions back as context.
+Steps, rollouts and batched prediction are :mod:`opformer.models.inference`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
 from opformer.data.pairs import OperatorSplit
+from opformer.models.inference import Step, rollout
 from opformer.models.surrogate import Surrogate
 
-Step = Callable[[torch.Tensor], torch.Tensor]
 
 #: Offsets added to the run's seed for the fixed input-noise realisation of each evaluated split.
 NOISE_SEED_OFFSETS = {"train": 1, "val": 2, "test": 3, "all": 4}
@@ -62,25 +60,6 @@ def noise_sample(shape: tuple[int, ...], level: float, seed: int) -> torch.Tenso
     return level * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
-@torch.no_grad()
-def predict(surrogate: Surrogate, inputs: torch.Tensor, batch_size: int, device: torch.device,
-            progress: Callable[[int], object] | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
-    """Apply the surrogate to ``inputs`` in batches; returns predictions on the CPU.
-
-    ``noise`` (the shape of ``inputs``, optional) is added to the normalized inputs (see :class:`Surrogate`).
-    ``progress`` is called with the number of samples of each finished batch.
-    """
-    surrogate.eval()
-    outputs = []
-    for start in range(0, inputs.shape[0], batch_size):
-        batch = slice(start, start + batch_size)
-        extra = None if noise is None else noise[batch].to(device)
-        outputs.append(surrogate(inputs[batch].to(device), extra).cpu())
-        if progress is not None:
-            progress(outputs[-1].shape[0])
-    return torch.cat(outputs) if outputs else inputs.new_zeros((0,))
-
-
 def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, device: torch.device,
                  noise_level: float = 0.0, seed: int = 0, rows: slice = slice(None)) -> torch.Tensor:
     """Per-sample relative L2 errors of the surrogate on a split, with a seeded input-noise realisation.
@@ -100,24 +79,6 @@ def split_errors(surrogate: Surrogate, split: OperatorSplit, batch_size: int, de
                              None if noise is None else noise[batch].to(device, non_blocking=True))
             errors.append(relative_l2_per_sample(pred, targets[batch].to(device, non_blocking=True)))
     return torch.cat(errors).cpu()
-
-
-def advance(context: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    """The next context: the last ``t_in`` frames of ``context`` followed by ``new`` (time axis -2)."""
-    t_in = context.shape[-2]
-    return torch.cat([context, new], dim=-2)[..., -t_in:, :]
-
-
-def rollout(step: Step, context: torch.Tensor, n_frames: int) -> torch.Tensor:
-    """Predict ``n_frames`` frames after ``context`` by repeated calls of ``step`` (the last call truncated)."""
-    frames = []
-    produced = 0
-    while produced < n_frames:
-        new = step(context)
-        frames.append(new)
-        produced += new.shape[-2]
-        context = advance(context, new)
-    return torch.cat(frames, dim=-2)[..., :n_frames, :]
 
 
 def persistence(context: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Evaluation of a run trained on a mixture of trajectory files (DPOT's pre-training): a row per member; and of
-imported DPOT weights on one file, as a member of such a mixture.
+imported trajectory weights (DPOT's, FactFormer's) on one file, as a member of such a mixture.
 
 Each member's split is read on its stored grid, channels zero-padded to the run's count, and rolled out from
 its first ``t_in`` frames exactly as the run's validation does (:func:`opformer.eval.metrics.rollout_errors`
@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from opformer.data.mixture import MixtureSpec, member_name, pad_channels
-from opformer.data.resize import resize
 from opformer.data.trajectories import TrajectorySplit, load_trajectories
 from opformer.errors import ConfigError, DataError
 from opformer.grids import axis_kinds
 from opformer.eval.evaluate import spread
-from opformer.eval.metrics import RolloutErrors, Step, persistence, rollout_errors
+from opformer.eval.metrics import RolloutErrors, persistence, rollout_errors
+from opformer.models.inference import ResizedStep, Step
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
@@ -135,20 +135,6 @@ def evaluate_mixture(run_dir: str | os.PathLike | Run, split: str = "test", fram
     return rows
 
 
-class ResizedStep:
-    """A model that runs on one grid (``grid``) applied to frames on another: each input window is resized to
-    ``grid`` (by the data's axis kinds: Fourier on periodic axes, else linear or cell means) and the prediction
-    back to the input's grid, where it is measured."""
-
-    def __init__(self, step: Step, grid: tuple[int, ...], kinds: tuple[str, ...]) -> None:
-        self.step, self.grid, self.kinds = step, grid, kinds
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        stored = tuple(x.shape[1:1 + len(self.grid)])
-        y = self.step(resize(x, 1, self.grid, self.kinds))
-        return resize(y, 1, stored, self.kinds)
-
-
 def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",
                     frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
                     samples: int | None = None) -> tuple[Surrogate, dict[str, Any], MemberSplit, Step, list[str]]:
@@ -161,8 +147,8 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
     run = Run.open(run_dir)
     surrogate, payload = run.surrogate, run.payload
     run_dir = run.path
-    if not run.is_imported or "t_in" not in surrogate.spec["data"]:
-        raise ConfigError(f"{run_dir}: not a run of imported DPOT weights")
+    if not run.as_member:
+        raise ConfigError(f"{run_dir}: not a run of imported trajectory weights")
     surrogate.to(resolve_device(device))
     cfg, spec = payload["run_config"], surrogate.spec
     t_in, channels = spec["data"]["t_in"], len(spec["data"]["input_channels"])
@@ -196,7 +182,7 @@ def imported_member(run_dir: str | os.PathLike | Run, data_path: str | os.PathLi
 def evaluate_file(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike, split: str = "all",
                   frames: int | None = None, paper_lengths: bool = False, device: str = "auto",
                   batch_size: int | None = None) -> list[dict[str, Any]]:
-    """An imported DPOT on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row
+    """Imported trajectory weights on one trajectory file (:func:`imported_member`), rolled out beside persistence: one row
     with the columns of :func:`evaluate_mixture` and ``notes`` (what was padded or resized)."""
     surrogate, payload, member, step, notes = imported_member(run_dir, data_path, split, frames, paper_lengths,
                                                               device)

@@ -13,11 +13,12 @@ import torch
 from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, first_test_samples, rollout_row, single_file_run
-from opformer.eval.metrics import predict
+from opformer.eval.evaluate import first_test_samples, rollout_row, single_file_run
 from opformer.eval.mixture import imported_member, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
+from opformer.kinds import TRAJECTORY
+from opformer.models.inference import check_compatible, predict
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 from opformer.runtime import resolve_device
@@ -54,7 +55,7 @@ def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | No
                           f"{run_config.imported.source}; give the data to plot with --data FILE")
     if bounds is not None:
         check_bands(run)
-    if run_config.imported and run_config.imported.format == "dpot":
+    if run.as_member:
         out.mkdir(parents=True, exist_ok=True)
         return [plot_imported_rollout(run, data_path, out, device)]
     if run_config.data.mixture and data_path is None:
@@ -66,7 +67,7 @@ def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | No
     # imported weights have no training history (no metrics.csv)
     written = [] if run_config.imported else [plot_losses(run_dir / "metrics.csv", out / "losses.png")]
     path = data_path or run.payload["run_config"]["data"]["path"]
-    if read_info(path).kind == "trajectory":
+    if read_info(path).kind == TRAJECTORY:
         return written + plot_rollouts(run.surrogate, run.payload, str(run.checkpoint()), path, out, samples,
                                        run_dir.name, dev, bounds, bound_label)
     return [*written, plot_test_predictions(run, data_path, out / "predictions.png", samples, dev, bounds,

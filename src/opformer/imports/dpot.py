@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from opformer.errors import CheckpointError
+from opformer.errors import CheckpointError, ConfigError
+from opformer.imports.formats import Imported, data_signature
 from opformer.imports.weights import Rule, map_state_dict, model_entry, prefixed, read_weights, require
 from opformer.models.registry import PRESETS, build_model
 
@@ -173,3 +174,15 @@ def convert(state: Mapping[str, Tensor], config: dict[str, Any], where: str) -> 
     with torch.device("meta"):  # shapes only: no memory for a billion parameters twice
         target = build_model(config).state_dict()
     return map_state_dict(state, rules(config), target, where)
+
+
+def import_file(path: Path, where: str, *, modes: int | None = None, **_: Any) -> Imported:
+    """A DPOT checkpoint converted (``modes``: the mixer's Fourier modes if not the file's)."""
+    if modes is not None and modes < 1:
+        raise ConfigError(f"--modes {modes}: expected a positive number of modes")
+    state, args = read_dpot(path)
+    model, preset, notes = infer_config(state, args, where, modes)
+    ndim = 3 if model["name"] == "dpot3d" else 2
+    data = data_signature(ndim, model["grid_size"], model["in_channels"], model["out_channels"], "dpot",
+                          {"t_in": model["t_in"], "t_out": model["t_out"]})
+    return Imported(model, convert(state, model, where), data, preset, notes)

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from opformer.errors import CheckpointError, ConfigError
 from opformer.imports.galerkin import read_config
+from opformer.imports.formats import Imported, data_signature
 from opformer.imports.weights import Rule, map_state_dict, model_entry, prefixed, read_weights
 from opformer.models.registry import build_model
 
@@ -209,3 +210,15 @@ def convert(state: Mapping[str, Tensor], config: dict[str, Any], where: str) -> 
     with torch.device("meta"):
         target = build_model(config).state_dict()
     return map_state_dict(_check_rope(state, where), rules(config), target, where)
+
+
+def import_file(path: Path, where: str, *, config: str | None = None, **_: Any) -> Imported:
+    """A FactFormer checkpoint converted (``config``: the authors' YAML, if not beside the file)."""
+    state, their_config = read_factformer(path, config)
+    model, notes = infer_config(state, their_config, config or where)
+    ndim = 3 if model["name"] == "factformer3d" else 2
+    size = their_config.get("resolution")
+    frames = {"t_in": model["t_in"], "t_out": model["t_out"]} if "t_in" in model else None
+    data = data_signature(ndim, size if isinstance(size, int) and size > 0 else 64, model["in_channels"],
+                          model["out_channels"], "factformer", frames)
+    return Imported(model, convert(state, model, where), data, "", notes)

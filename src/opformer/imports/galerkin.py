@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from opformer.errors import CheckpointError, ConfigError
+from opformer.imports.formats import Imported, data_signature
 from opformer.imports.weights import Rule, map_state_dict, prefixed, read_weights, tensor_dict
 from opformer.models.registry import build_model
 
@@ -174,3 +175,15 @@ def convert(state: Mapping[str, Tensor], config: dict[str, Any], where: str) -> 
     with torch.device("meta"):
         target = build_model(config).state_dict()
     return map_state_dict(state, rules(config), target, where)
+
+
+def import_file(path: Path, where: str, *, config: str | None = None, grid: str = "nodes", **_: Any) -> Imported:
+    """A ``SimpleTransformer`` file converted (``config``: the package's model config if the file holds none;
+    ``grid``: the coordinates it was trained with); its preset is ``burgers`` where it has the paper's sizes."""
+    state, package_config = read_galerkin(path, config)
+    model, notes = model_config(package_config, config or where, grid)
+    preset = "burgers" if all(model[k] == v for k, v in (("in_channels", 1), ("out_channels", 1), ("d_model", 96),
+                                                           ("n_layers", 4), ("n_head", 1), ("dim_ff", 192),
+                                                           ("decoder_width", 48), ("decoder_modes", 16))) else ""
+    data = data_signature(1, 512, model["in_channels"], model["out_channels"], "galerkin-transformer")
+    return Imported(model, convert(state, model, where), data, preset, notes)

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from opformer.errors import CheckpointError
+from opformer.imports.formats import Imported, data_signature
 from opformer.imports.weights import Inert, Rule, map_state_dict, read_weights, require, tensor_dict
 from opformer.models.registry import build_model
 
@@ -141,3 +142,12 @@ def convert(state: Mapping[str, Tensor], config: dict[str, Any], where: str) -> 
     with torch.device("meta"):
         target = build_model(config).state_dict()
     return map_state_dict(state, rules(config), target, where)
+
+
+def import_file(path: Path, where: str, **_: Any) -> Imported:
+    """A neuraloperator FNO state dict converted."""
+    state, metadata = read_neuraloperator_weights(path)
+    model, notes = infer_config(state, metadata, where)
+    ndim = int(model["name"][3])
+    data = data_signature(ndim, 512 if ndim == 1 else 64, model["in_channels"], model["out_channels"], "neuraloperator")
+    return Imported(model, convert(state, model, where), data, "", notes)

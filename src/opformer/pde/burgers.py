@@ -19,6 +19,7 @@ import scipy.fft
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
 from opformer.pde.parallel import check_stop, thread_imap, thread_map
+from opformer.pde.samples import recorded
 from opformer.pde.spectral import etdrk4_coefficients
 
 #: Solve grid for the paper's data (nu = 0.1 / (2 pi), GRF N(0, 625 (-Laplacian + 25 I)^-2)):
@@ -220,3 +221,14 @@ def generate_burgers(
         },
     }
     return u0, u1, settings
+
+
+def resolve_burgers(pde: dict[str, Any], solver: dict[str, Any], inputs: np.ndarray) -> np.ndarray:
+    """Targets ``u(., t_final)`` ``(batch, n, 1)`` float32 of stored inputs ``u0`` ``(batch, n, 1)``, solved again
+    with a file's recorded ``pde`` and ``solver`` settings (:mod:`opformer.pde.resolve`)."""
+    x = np.asarray(inputs, dtype=np.float32)[..., 0]
+    u = solve_burgers(x.reshape(len(x), -1), float(recorded(pde, "viscosity", "pde")),
+                      float(recorded(pde, "t_final", "pde")), float(pde.get("length", 1.0)),
+                      int(recorded(solver, "solve_resolution", "solver")), float(recorded(solver, "dt", "solver")),
+                      workers=1)
+    return u.astype(np.float32)[..., None]

@@ -251,3 +251,14 @@ def generate_darcy(
         },
     }
     return a, u, settings
+
+
+def resolve_darcy(pde: dict[str, Any], solver: dict[str, Any], inputs: np.ndarray) -> np.ndarray:
+    """Solutions ``u`` ``(batch, n, n, 1)`` float32 of stored coefficients ``a`` ``(batch, n, n, 1)``, solved again
+    with a file's recorded ``pde`` and ``solver`` settings (:mod:`opformer.pde.resolve`)."""
+    x = np.asarray(inputs, dtype=np.float32)[..., 0]
+    method = "amg" if "multigrid" in str(solver.get("linear_solver", "")) else "direct"
+    tol = solver.get("tolerance")
+    options = {} if tol is None else {"tol": float(tol)}
+    return np.stack([solve_darcy(a, float(pde.get("forcing", 1.0)), method, **options) for a in x]
+                    ).astype(np.float32)[..., None]

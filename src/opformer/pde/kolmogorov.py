@@ -22,6 +22,8 @@ KOLMOGOROV_GRF = {"alpha": 2.5, "tau": 4.0, "sigma": 12.0, "zero_mean": True}
 #: Default solve grid and time step (CFL number <= ~0.5 for |u| + |v| <= 10).
 KOLMOGOROV_SOLVE_RESOLUTION = 256
 KOLMOGOROV_DT = 1e-3
+#: The forcing as the generator records it in a file's settings (amplitude 1, wave number 4).
+KOLMOGOROV_FORCING = "sin(4 y) e_x (vorticity -4 cos(4 y))"
 
 
 def kolmogorov_forcing(n: int, amplitude: float = 1.0, wavenumber: int = 4) -> np.ndarray:
@@ -94,7 +96,7 @@ def generate_kolmogorov(
             "reynolds": reynolds,
             "nu": nu,
             "length": LENGTH,
-            "forcing": "sin(4 y) e_x (vorticity -4 cos(4 y))",
+            "forcing": KOLMOGOROV_FORCING,
             "drag": drag,
             "initial_condition": {"type": "grf", **KOLMOGOROV_GRF, "spinup": spinup},
             "times": times.tolist(),

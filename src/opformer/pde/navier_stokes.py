@@ -12,6 +12,7 @@ The pseudo-spectral pieces it shares with the other periodic solvers are in :mod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -19,7 +20,7 @@ import scipy.fft
 
 from opformer.errors import ConfigError
 from opformer.pde.grf import color_noise, grf_eigenvalues
-from opformer.pde.samples import check_positive, check_resolution, frame_times, solve_samples
+from opformer.pde.samples import check_positive, check_resolution, frame_times, recorded, solve_samples
 from opformer.pde.spectral import dealias_mask, etdrk4_frames, from_grid, solver_settings, to_grid, wavenumbers
 
 #: The solver as a file's settings name it.
@@ -167,3 +168,16 @@ def vorticity_solver_settings(n_solve: int, dt: float) -> dict[str, Any]:
     return solver_settings(n_solve, dt, VORTICITY_SOLVER, FFTS_PER_STEP)
 
 
+
+
+def resolve_fno_nu(pde: dict[str, Any], solver: dict[str, Any], last: np.ndarray, times: Sequence[float]) -> np.ndarray:
+    """The frames ``(batch, len(times) - 1, n, n, 1)`` float32 at ``times[1:]`` after the FNO-nu vorticity frames
+    ``last`` ``(batch, n, n, 1)`` at ``times[0]``, solved with a file's recorded ``pde`` and ``solver`` settings
+    (:mod:`opformer.pde.resolve`)."""
+    times = np.asarray(times, dtype=np.float64)
+    w = np.asarray(last, dtype=np.float32)[..., 0]
+    frames, _ = solve_navier_stokes_2d(
+        w, nu=float(recorded(pde, "nu", "pde")), times=times - times[0], dt=float(recorded(solver, "dt_max", "solver")),
+        forcing=fno_forcing(w.shape[-1]), length=float(pde.get("length", 1.0)),
+        solve_resolution=int(recorded(solver, "solve_resolution", "solver")), workers=1)
+    return frames[:, 1:, ..., None].astype(np.float32)

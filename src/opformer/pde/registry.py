@@ -13,10 +13,16 @@ generators also with ``first=``, the first sample of a resumable chunk) and retu
 and ``channels``); ``settings`` is the JSON-serialisable ``{"pde": ..., "solver": ...}`` stored in the file.
 A trajectory generator may list values drawn per sample in ``settings["pde"]["per_sample"]`` (``{name: [one
 value per sample]}``); the chunks of a resumable run are joined in sample order (``data.generation_chunks``).
+
+An entry is also the PDE's one descriptor for the files it made: the ``pde.name`` they record (``stored``; a file's
+entry is :func:`stored_pde`), what solving a stored input again needs (``resolver``, ``forcing``;
+:mod:`opformer.pde.resolve`) and which physics estimate its files have (``estimate``, ``forcing``, ``length``;
+:mod:`opformer.trust.physics`). Nothing else dispatches on a PDE's name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,14 +34,15 @@ from opformer.errors import ConfigError
 from opformer.grids import CELLS, NODES, PERIODIC
 from opformer.kinds import MESH, OPERATOR, TRAJECTORY
 from opformer.pde.airfoil import generate_airfoil
-from opformer.pde.burgers import generate_burgers
+from opformer.pde.burgers import generate_burgers, resolve_burgers
 from opformer.pde.compressible_ns import generate_compressible_ns
-from opformer.pde.darcy import generate_darcy
+from opformer.pde.darcy import generate_darcy, resolve_darcy
 from opformer.pde.diffusion_reaction import generate_diffusion_reaction
 from opformer.pde.elasticity import generate_elasticity
 from opformer.pde.heat_mesh import generate_heat_mesh
-from opformer.pde.kolmogorov import generate_kolmogorov
-from opformer.pde.navier_stokes import generate_fno_nu
+from opformer.pde.kolmogorov import KOLMOGOROV_FORCING, generate_kolmogorov, kolmogorov_forcing
+from opformer.pde.kolmogorov import LENGTH as KOLMOGOROV_LENGTH
+from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, generate_fno_nu, resolve_fno_nu
 from opformer.pde.navier_stokes3d import generate_turbulence3d
 from opformer.pde.shallow_water import generate_shallow_water
 from opformer.pde.smoke import generate_smoke, generate_smoke_conditioned
@@ -98,6 +105,19 @@ FLAGS = {
 }
 
 
+#: The physics estimates of :mod:`opformer.trust.physics` (a PDE's ``estimate``): Darcy's residual, the 2D vorticity
+#: equation's step residuals.
+DARCY_ESTIMATE, VORTICITY_ESTIMATE = "darcy", "vorticity"
+
+
+@dataclass(frozen=True)
+class Forcing:
+    """A PDE's steady forcing: as its files record it (``pde.forcing``) and its vorticity on the ``n x n`` grid."""
+
+    record: str
+    vorticity: Callable[[int], np.ndarray]
+
+
 @dataclass(frozen=True)
 class PDE:
     """One PDE of ``opformer generate``.
@@ -110,6 +130,14 @@ class PDE:
     targets). ``chunk``: samples per resumable chunk (``TRAJECTORY``, ``MESH``), a multiple of the generator's
     own batch so that chunking adds no solver calls. ``resolution_means``: what ``--resolution`` counts where it
     is not grid points (a mesh's boundary vertices).
+
+    The files it made: ``stored``, the ``pde.name`` they record (the generator's first, then those of converted
+    files of the same equations); ``length``, the domain's side where a file records none; ``forcing``, the steady
+    forcing its generator applies (a file recording another is not this PDE's to solve or estimate);
+    ``resolver``, the function that solves a stored input again with a file's settings (:mod:`opformer.pde.resolve`:
+    ``OPERATOR`` ``(pde, solver, inputs) -> targets``, ``TRAJECTORY`` ``(pde, solver, last, times) -> frames``);
+    ``estimate``, the physics estimate of its predictions (``DARCY_ESTIMATE``, ``VORTICITY_ESTIMATE`` or none).
+    ``key``: its name in :data:`PDES` (filled in there).
     """
 
     generator: Callable[..., tuple]
@@ -123,12 +151,22 @@ class PDE:
     channels: tuple[list[str], list[str]] = ([], [])
     chunk: int = 0
     resolution_means: str = ""
+    stored: tuple[str, ...] = ()
+    length: float = 1.0
+    forcing: Forcing | None = None
+    resolver: Callable[..., np.ndarray] | None = None
+    estimate: str = ""
+    key: str = ""
 
     @property
     def defaults(self) -> dict[str, Any]:
         """``resolution`` and each flag: the generator's default."""
         parameters = inspect.signature(self.generator).parameters
         return {name: parameters[name].default for name in ("resolution", *self.flags)}
+
+    def own_forcing(self, pde: dict[str, Any]) -> bool:
+        """Whether a file's ``pde`` settings record this PDE's own forcing (true for a PDE without one)."""
+        return self.forcing is None or pde.get("forcing") == self.forcing.record
 
     def takes(self, flag: str) -> bool:
         """Whether ``--flag`` is one of this PDE's settings."""
@@ -161,69 +199,79 @@ class PDE:
         return values
 
 
+def _keyed(entries: dict[str, PDE]) -> dict[str, PDE]:
+    """The entries, each holding its own name as ``key``."""
+    return {key: dataclasses.replace(pde, key=key) for key, pde in entries.items()}
+
+
 #: ``opformer generate NAME``: every built-in PDE.
-PDES = {
+PDES = _keyed({
     "burgers": PDE(
         generate_burgers, OPERATOR, "viscous Burgers on (0, 1), GRF u0 -> u(., 1) (Cao 2021 Ex. 5.1)",
         flags=("viscosity", "t_final", "dt"), shown={"viscosity": "0.1/(2 pi)"}, min_resolution=16,
-        channels=(["u0"], ["u"])),
+        channels=(["u0"], ["u"]), stored=("burgers",), resolver=resolve_burgers),
     "darcy": PDE(
         generate_darcy, OPERATOR, "Darcy flow on (0, 1)^2, coefficient a -> solution u (Cao 2021 Ex. 5.2)",
         flags=("workers", "a_high", "a_low", "tau"),
         shown={"workers": "the available cores", "resolution": "421 nodes, boundary included"},
-        min_resolution=3, even=False, grid=NODES, channels=(["a"], ["u"])),
+        min_resolution=3, even=False, grid=NODES, channels=(["a"], ["u"]), stored=("darcy",), resolver=resolve_darcy,
+        estimate=DARCY_ESTIMATE),
     # FNO-nu solves 100 at a time (4 calls of 16 took 1.1-1.2x one call of 64)
     "navier-stokes": PDE(
         generate_fno_nu, TRAJECTORY, "FNO-nu vorticity on (0, 1)^2 (Li et al. 2020), frames every time unit",
         flags=("nu", "t_final", "frame_dt", "solve_resolution", "dt"),
         shown={"solve_resolution": "the storage grid for nu >= 1e-3, else 256", "dt": "1.28 / the solve grid"},
-        chunk=100),
+        chunk=100, stored=("navier_stokes_2d_fno",), forcing=Forcing(FNO_FORCING, fno_forcing),
+        resolver=resolve_fno_nu, estimate=VORTICITY_ESTIMATE),
     "kolmogorov": PDE(
         generate_kolmogorov, TRAJECTORY, "Kolmogorov flow on [0, 2 pi)^2 (default Re = 1000), vorticity",
         flags=("reynolds", "drag", "t_final", "frame_dt", "spinup", "solve_resolution", "dt"),
         shown={"solve_resolution": "256, with dt scaled to keep the CFL number",
-               "dt": "0.001 x 256 / the solve grid"}, chunk=16),
+               "dt": "0.001 x 256 / the solve grid"}, chunk=16, stored=("kolmogorov_flow",),
+        length=KOLMOGOROV_LENGTH, forcing=Forcing(KOLMOGOROV_FORCING, kolmogorov_forcing), estimate=VORTICITY_ESTIMATE),
     "turbulence3d": PDE(
         generate_turbulence3d, TRAJECTORY, "forced isotropic turbulence in [0, 2 pi)^3, velocity u, v, w, pressure p",
-        flags=("t_final", "frame_dt", "spinup", "dt"), chunk=16),
+        flags=("t_final", "frame_dt", "spinup", "dt"), chunk=16, stored=("navier_stokes_3d_forced_turbulence",)),
     "shallow-water": PDE(
         generate_shallow_water, TRAJECTORY, "radial dam break on (-2.5, 2.5)^2 (PDEBench SWE), depth h, cell centres",
-        flags=("t_final", "frame_dt"), grid=CELLS, chunk=16),
+        flags=("t_final", "frame_dt"), grid=CELLS, chunk=16, stored=("shallow_water_2d_radial_dam_break",)),
     "diffusion-reaction": PDE(
         generate_diffusion_reaction, TRAJECTORY,
         "FitzHugh-Nagumo u, v on (-1, 1)^2, no-flux, cell centres (PDEBench 2D DR), Strang splitting",
-        flags=("t_final", "frame_dt", "dt"), grid=CELLS, chunk=16),
+        flags=("t_final", "frame_dt", "dt"), grid=CELLS, chunk=16, stored=("diffusion_reaction_2d",)),
     "compressible-ns": PDE(
         generate_compressible_ns, TRAJECTORY,
         "compressible Navier-Stokes vx, vy, density, pressure on the periodic (0, 1)^2 (PDEBench 2D CFD Rand)",
-        flags=("mach", "eta", "t_final", "frame_dt"), chunk=16),
+        flags=("mach", "eta", "t_final", "frame_dt"), chunk=16,
+        stored=("compressible_navier_stokes_2d_rand", "compressible_navier_stokes_2d")),
     "smoke": PDE(
         generate_smoke, TRAJECTORY, "buoyant smoke in a closed [0, 32]^2 box (PDEArena NS, b = 0.5, 14 frames), "
         "smoke, vx, vy at cell centres", flags=("solve_resolution",), shown={"solve_resolution": "the storage grid"},
-        grid=CELLS, chunk=16),
+        grid=CELLS, chunk=16, stored=("smoke_2d_buoyancy",)),
     "smoke-conditioned": PDE(
         generate_smoke_conditioned, TRAJECTORY, "as smoke with b ~ U(0.2, 0.5) per trajectory, stored in the "
         "settings (PDEArena NS-cond, 56 frames)", flags=("solve_resolution",),
-        shown={"solve_resolution": "the storage grid"}, grid=CELLS, chunk=16),
+        shown={"solve_resolution": "the storage grid"}, grid=CELLS, chunk=16,
+        stored=("smoke_2d_buoyancy_conditioned",)),
     "smoke3d": PDE(
         generate_smoke3d, TRAJECTORY, "buoyant smoke in a closed [0, 8]^3 box (FactFormer's 3D smoke, b = 0.5 along "
-        "z, 20 frames), d, u, v, w at cell centres", grid=CELLS, chunk=8),
+        "z, 20 frames), d, u, v, w at cell centres", grid=CELLS, chunk=8, stored=("smoke_3d_buoyancy",)),
     # the finite-element generators (the mesh extra); their resolution counts boundary vertices
     "elasticity": PDE(
         generate_elasticity, MESH, "Geo-FNO's unit cell with a random void pulled at its top (linear, plane "
         "strain), coordinates -> von Mises stress and the components", flags=("traction", "young", "poisson"),
         even=False, channels=([], ["von_mises", "stress"]), chunk=16, resolution_means="segments on an edge",
-        shown={"resolution": "28 segments on an edge of the cell"}),
+        shown={"resolution": "28 segments on an edge of the cell"}, stored=("elasticity",)),
     "airfoil": PDE(
         generate_airfoil, MESH, "potential flow past random NACA 4-digit airfoils with the Kutta condition, "
         "free stream -> velocity, pressure", flags=("speed", "max_alpha", "density", "far_radius"),
         min_resolution=16, channels=(["freestream"], ["velocity", "pressure"]), chunk=8,
-        resolution_means="airfoil vertices", shown={"resolution": "96 airfoil vertices"}),
+        resolution_means="airfoil vertices", shown={"resolution": "96 airfoil vertices"}, stored=("airfoil",)),
     "heat-mesh": PDE(
         generate_heat_mesh, MESH, "heat on random star-shaped domains, u = 0 on the boundary, frames of u",
         flags=("diffusivity", "t_final", "frame_dt", "dt"), even=False, channels=([], ["u"]), chunk=16,
-        resolution_means="boundary vertices", shown={"resolution": "64 boundary vertices"}),
-}
+        resolution_means="boundary vertices", shown={"resolution": "64 boundary vertices"}, stored=("heat-mesh",)),
+})
 
 
 def lookup(name: str) -> PDE:
@@ -231,6 +279,13 @@ def lookup(name: str) -> PDE:
     if name not in PDES:
         raise ConfigError(f"pde {name!r}: expected one of {', '.join(PDES)}")
     return PDES[name]
+
+
+def stored_pde(pde: dict[str, Any] | None) -> PDE | None:
+    """The entry of a data file's ``pde`` settings (by the ``pde.name`` it records); None for a PDE opformer does
+    not know (a converted file of unknown origin, a user's own data)."""
+    name = (pde or {}).get("name")
+    return next((entry for entry in PDES.values() if name in entry.stored), None)
 
 
 def dashed(flag: str) -> str:

@@ -7,6 +7,9 @@ its input (Burgers ``u0 -> u(., t_final)``, Darcy ``a -> u``), a trajectory's la
 FNO-nu vorticity, whose forcing does not depend on time). Re-solving a generated input gives the generator's
 output: the same solver, grid, time steps and tolerance (a trajectory restarted from a stored frame: up to that
 frame's float32 rounding, and to the modes the storage grid drops when the solve grid is finer).
+
+Which PDEs can be solved again, and how, is their registry entry's (:func:`opformer.pde.registry.stored_pde`: its
+``resolver``, next to its solver, and its ``forcing``); this module dispatches on it.
 """
 
 from __future__ import annotations
@@ -17,58 +20,36 @@ from typing import Any
 import numpy as np
 
 from opformer.errors import DataError
-from opformer.pde.burgers import solve_burgers
-from opformer.pde.darcy import solve_darcy
-from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing, solve_navier_stokes_2d
-
-#: The ``pde.name`` attributes of the data sets that can be solved again from an input.
-RESOLVABLE = ("burgers", "darcy", "navier_stokes_2d_fno")
+from opformer.kinds import OPERATOR, TRAJECTORY
+from opformer.pde.registry import PDE, PDES, stored_pde
 
 
 def resolvable(pde: dict[str, Any]) -> bool:
-    """Whether a data file with these ``pde`` settings can be solved again from its inputs."""
-    name = pde.get("name")
-    if name == "navier_stokes_2d_fno":
-        return pde.get("forcing") == FNO_FORCING and float(pde.get("drag", 0.0)) == 0.0
-    return name in RESOLVABLE
+    """Whether a data file with these ``pde`` settings can be solved again from its inputs: its PDE has a
+    re-solver, and the file records that PDE's own forcing and no drag unless the PDE takes one."""
+    entry = stored_pde(pde)
+    return (entry is not None and entry.resolver is not None and entry.own_forcing(pde)
+            and ("drag" in entry.flags or float(pde.get("drag", 0.0)) == 0.0))
 
 
-def _setting(settings: dict[str, Any], key: str, where: str) -> Any:
-    if key not in settings:
-        raise DataError(f"{where} settings lack {key!r}: cannot solve the input again")
-    return settings[key]
+def _resolver(pde: dict[str, Any], kind: str, what: str) -> PDE:
+    """The entry that solves ``pde``'s data of ``kind`` again; ``DataError`` (one line) if none does."""
+    entry = stored_pde(pde)
+    if entry is None or entry.kind != kind or not resolvable(pde):
+        expected = [entry.stored[0] + ("" if entry.forcing is None else " with its own forcing")
+                    for entry in PDES.values() if entry.kind == kind and entry.resolver is not None]
+        raise DataError(f"pde {pde.get('name')!r}: no solver for its {what} (expected "
+                        f"{expected[0] if len(expected) == 1 else 'one of ' + ', '.join(expected)})")
+    return entry
 
 
 def resolve_operator(pde: dict[str, Any], solver: dict[str, Any], inputs: np.ndarray) -> np.ndarray:
     """Targets ``(batch, *grid, 1)`` float32 of operator inputs ``(batch, *grid, 1)`` with the recorded settings."""
-    name = pde.get("name")
-    x = np.asarray(inputs, dtype=np.float32)[..., 0]
-    if name == "burgers":
-        u = solve_burgers(x.reshape(len(x), -1), float(_setting(pde, "viscosity", "pde")),
-                          float(_setting(pde, "t_final", "pde")), float(pde.get("length", 1.0)),
-                          int(_setting(solver, "solve_resolution", "solver")), float(_setting(solver, "dt", "solver")),
-                          workers=1)
-        return u.astype(np.float32)[..., None]
-    if name == "darcy":
-        method = "amg" if "multigrid" in str(solver.get("linear_solver", "")) else "direct"
-        tol = solver.get("tolerance")
-        options = {} if tol is None else {"tol": float(tol)}
-        return np.stack([solve_darcy(a, float(pde.get("forcing", 1.0)), method, **options) for a in x]
-                        ).astype(np.float32)[..., None]
-    raise DataError(f"pde {name!r}: no solver for its operator inputs (expected one of burgers, darcy)")
+    return _resolver(pde, OPERATOR, "operator inputs").resolver(pde, solver, inputs)
 
 
 def resolve_trajectory(pde: dict[str, Any], solver: dict[str, Any], last: np.ndarray,
                        times: Sequence[float]) -> np.ndarray:
     """The frames ``(batch, len(times) - 1, *grid, channels)`` float32 at ``times[1:]`` after the frames ``last``
     ``(batch, *grid, channels)`` at ``times[0]``, with the recorded settings."""
-    if not resolvable(pde) or pde.get("name") != "navier_stokes_2d_fno":
-        raise DataError(f"pde {pde.get('name')!r}: no solver for its trajectories from a given frame (expected "
-                        "navier_stokes_2d_fno with its own forcing)")
-    times = np.asarray(times, dtype=np.float64)
-    w = np.asarray(last, dtype=np.float32)[..., 0]
-    frames, _ = solve_navier_stokes_2d(
-        w, nu=float(_setting(pde, "nu", "pde")), times=times - times[0], dt=float(_setting(solver, "dt_max", "solver")),
-        forcing=fno_forcing(w.shape[-1]), length=float(pde.get("length", 1.0)),
-        solve_resolution=int(_setting(solver, "solve_resolution", "solver")), workers=1)
-    return frames[:, 1:, ..., None].astype(np.float32)
+    return _resolver(pde, TRAJECTORY, "trajectories from a given frame").resolver(pde, solver, last, times)

@@ -1,14 +1,14 @@
 """What every generator shares: its arguments checked (one-line :class:`~opformer.errors.ConfigError`), the
 stored frame times and the steps between them, and seeded blocks of samples (a chunked run gives the samples
-of a whole one)."""
+of a whole one); and what every re-solver shares: a recorded setting read (:func:`recorded`)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from opformer.errors import ConfigError
+from opformer.errors import ConfigError, DataError
 
 
 def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -21,6 +21,14 @@ def check_resolution(name: str, n: int, minimum: int = 8) -> None:
     """Raise ``ConfigError`` unless ``n`` is an even integer >= ``minimum``."""
     if int(n) != n or n < minimum or n % 2:
         raise ConfigError(f"{name}={n} is invalid: expected an even integer >= {minimum}")
+
+
+def recorded(settings: dict[str, Any], key: str, where: str) -> Any:
+    """The value of ``key`` in a data file's ``where`` settings (``pde`` or ``solver``); ``DataError`` (one line)
+    where the file lacks it, since its input cannot then be solved again."""
+    if key not in settings:
+        raise DataError(f"{where} settings lack {key!r}: cannot solve the input again")
+    return settings[key]
 
 
 def frame_times(t_final: float, frame_dt: float) -> np.ndarray:

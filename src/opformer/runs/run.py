@@ -19,6 +19,7 @@ import torch
 
 from opformer.errors import CheckpointError, ConfigError, StorageError
 from opformer.io import atomic_replace, sha256_file
+from opformer.kinds import IMPORTED, MIXTURE, OPERATOR, TRAJECTORY
 from opformer.models.surrogate import Surrogate
 from opformer.runs.checkpoint import checksum, load_checkpoint, load_weights, surrogate_of
 from opformer.runs.directory import CALIBRATION, CONFIG, run_checkpoint
@@ -43,9 +44,6 @@ def save_calibration_record(path: str | os.PathLike, meta: dict[str, Any], group
             raise StorageError(f"{path}: could not be written ({str(exc).splitlines()[0][:120]})") from None
     return path
 
-
-#: The kinds of run: trained on operator pairs, on trajectories, on a mixture of trajectory files, or imported.
-OPERATOR, TRAJECTORY, MIXTURE, IMPORTED = "operator", "trajectory", "mixture", "imported"
 
 
 class Run:
@@ -135,6 +133,21 @@ class Run:
     def kind(self) -> str:
         """``imported``, ``mixture``, else the kind of its data (``operator`` or ``trajectory``)."""
         return IMPORTED if self.is_imported else MIXTURE if self.is_mixture else self.data_kind
+
+    def eval_batch_size(self, batch_size: int | None = None) -> int:
+        """Samples per model call: ``batch_size``, else the run's ``train.eval_batch_size`` (a one-line error below
+        1)."""
+        batch = batch_size or self.run_config["train"]["eval_batch_size"]
+        if batch < 1:
+            raise ConfigError(f"--batch-size {batch}: expected at least 1")
+        return batch
+
+    @property
+    def as_member(self) -> bool:
+        """Whether a data file is evaluated, plotted and forecast as one member of a mixture for this run: imported
+        trajectory weights (channels zero-padded to the model's, errors on the file's stored grid; a model whose
+        weights fix its grid sees frames resized to it)."""
+        return self.kind == IMPORTED and self.data_kind == TRAJECTORY
 
     def require_mixture(self) -> None:
         """A one-line error unless the run trained on a mixture."""

@@ -4,7 +4,7 @@
 :class:`Forecaster`, with the run's calibration when it has one. An operator run maps inputs to targets
 (:meth:`Forecaster.predict`); a trajectory run rolls out ``n`` frames after the last ``t_in`` given ones
 (:meth:`Forecaster.rollout`) with exactly the step its evaluation uses: repeated calls of the surrogate
-(:func:`opformer.eval.metrics.rollout`), each giving the model's ``t_out`` bundled frames (a latent-marching model's
+(:func:`opformer.models.inference.rollout`), each giving the model's ``t_out`` bundled frames (a latent-marching model's
 ``k`` marched frames per call), whatever strategy trained it. A run trained on a mixture of data sets, and imported
 trajectory weights, take any number of channels up to the model's: they are zero-padded and the padded outputs
 zeroed before they are fed back. A model whose weights fix its grid (an imported DPOT) sees frames resized to the
@@ -26,10 +26,8 @@ from opformer.data.mixture import MixtureMember, member_name, pad_channels
 from opformer.data.readers.source import OPERATOR, TRAJECTORY
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, DataError
-from opformer.eval.evaluate import eval_batch_size
-from opformer.eval.metrics import Step, predict, rollout
-from opformer.eval.mixture import ResizedStep
 from opformer.grids import axis_kinds
+from opformer.models.inference import ResizedStep, Step, predict, rollout
 from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Bounds, BoundsAt, Calibration
@@ -64,9 +62,9 @@ class Forecaster:
         self.grid = tuple(data["stored_shape"])
         self.kinds = axis_kinds(data)
         self.input_channels, self.target_channels = list(data["input_channels"]), list(data["target_channels"])
-        self.padded = run.is_mixture or (run.is_imported and self.kind == TRAJECTORY)
+        self.padded = run.is_mixture or run.as_member
         # a mixture run was validated on its members' stored grids; other weights that fix their grid see it
-        self.resized = self.padded and not run.is_mixture and self.surrogate.fixed_grid
+        self.resized = run.as_member and self.surrogate.fixed_grid
         if self.padded and len(self.target_channels) != len(self.input_channels):
             raise ConfigError(f"{self.source}: a model of {len(self.input_channels)} input and "
                               f"{len(self.target_channels)} output channels cannot roll out")
@@ -336,7 +334,7 @@ def open_forecaster(run_dir: str | os.PathLike | Run, device: str = "auto", batc
     ``train.eval_batch_size``), with its calibration where ``calibrated`` (a one-line error where it has none)."""
     run = Run.open(run_dir)
     calibration = load_calibration(run) if calibrated else None
-    return Forecaster(run, resolve_device(device), eval_batch_size(run, batch_size), calibration)
+    return Forecaster(run, resolve_device(device), run.eval_batch_size(batch_size), calibration)
 
 
 def load_surrogate(run_dir: str | os.PathLike | Run, device: str = "auto", batch_size: int | None = None

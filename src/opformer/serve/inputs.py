@@ -14,8 +14,8 @@ from opformer.data.readers.arrays import block, channel_last, paired_targets, sa
 from opformer.data.readers.source import TRAJECTORY
 from opformer.data.store import DataFile, DatasetInfo, open_dataset_file
 from opformer.errors import ConfigError, DataError
-from opformer.eval.evaluate import check_compatible
 from opformer.grids import axis_kinds
+from opformer.models.inference import check_compatible
 from opformer.serve.forecaster import Forecaster
 
 #: Suffixes of the array formats; any other file is opformer HDF5.

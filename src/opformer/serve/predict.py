@@ -75,8 +75,8 @@ class Prediction:
         """The bounds at ``coverage`` of the input's data set (its mixture member), their quantiles computed now
         (``score``: the per-sample score, default the calibration's choice). Errors name the command line's
         flags (``--coverage``, ``--score``): this is ``opformer predict``'s door."""
-        check_coverage(coverage, "--coverage")
         forecaster, inputs = self.forecaster, self.inputs
+        check_coverage(coverage, "--coverage")
         member = forecaster.calibrated_member(inputs.path, inputs.member)
         if score is not None and forecaster.calibration is not None:
             forecaster.calibration.group(member).check_score(score, forecaster.calibration.run, "--score")

@@ -1,5 +1,5 @@
 """Training strategies on trajectory windows: one-step, unrolled, pushforward and latent marching losses,
-curricula and relative input noise. Rollouts themselves (:func:`opformer.eval.metrics.rollout`) are shared
+curricula and relative input noise. Rollouts themselves (:func:`opformer.models.inference.rollout`) are shared
 with evaluation."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import torch
 
 from opformer.config import RolloutConfig
-from opformer.eval.metrics import Step, advance, relative_l2_per_sample
+from opformer.eval.metrics import relative_l2_per_sample
+from opformer.models.inference import Step, advance
 from opformer.train.distributed import Part, normal
 
 #: a per-sample error of a prediction against its target, ``(batch,)``: the relative L2, or its channel-weighted form

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import torch
 
 from opformer.errors import CheckpointError, ConfigError, given
+from opformer.kinds import TRAJECTORY
 from opformer.trust.conformal import check_coverage, conformal_quantile
 from opformer.trust.estimates import history_of, residual_estimates
 from opformer.trust.scores import (DEFAULT_SCALE, DEFAULT_SCORE, PLAIN_SCORES, SAMPLE_SCORES, SCALES, local_scale,
@@ -97,7 +98,7 @@ class Calibration:
     """A run's stored calibration (:func:`opformer.trust.storage.load_calibration`)."""
 
     run: str
-    kind: str  # "operator" or "trajectory"
+    kind: str  # OPERATOR or TRAJECTORY (opformer.kinds)
     checkpoint_checksum: str
     source: dict[str, Any]  # data files, split, frames, checkpoint, created
     groups: dict[str, Group]  # "" for a run of one data file, else member names
@@ -152,7 +153,7 @@ class Calibration:
             raise ConfigError(f"{given('scale=', scale)}: expected one of {', '.join(SCALES)}")
         quantile = (self.joint_quantiles if joint else self.quantiles)(coverage, member, score)
         width = conformal_quantile(group.pointwise[scale][:, :, point_level(coverage)], coverage, sorted_=True)
-        return BoundsAt(self.run, self.kind == "trajectory", group, float(coverage), score, scale, quantile, width)
+        return BoundsAt(self.run, self.kind == TRAJECTORY, group, float(coverage), score, scale, quantile, width)
 
     def bounds(self, inputs: torch.Tensor, predictions: torch.Tensor, coverage: float = 0.9,
                member: str | None = None, scale: str | None = None, score: str | None = None,

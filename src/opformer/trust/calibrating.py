@@ -15,9 +15,10 @@ from opformer.data.pairs import load_split, split_options
 from opformer.data.store import read_info
 from opformer.data.trajectories import load_trajectories
 from opformer.errors import ConfigError
-from opformer.eval.evaluate import check_compatible, eval_batch_size
-from opformer.eval.metrics import Step, predict, rollout_errors
+from opformer.eval.metrics import rollout_errors
 from opformer.eval.mixture import imported_member, member_splits
+from opformer.kinds import TRAJECTORY
+from opformer.models.inference import Step, check_compatible, predict
 from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Calibration, Group
@@ -221,7 +222,7 @@ def score_split(run: Run, data: str | os.PathLike | None, split: str, frames: in
         return ({m.name: _rollout_scores(surrogate, m.fields, int(m.mask.sum()), t_in, m.frames, m.mask, batch, dev,
                                          physics_settings(m.data.info, m.time_stride))
                  for m in members}, [m.data.info.path for m in members])
-    if run.is_imported and t_in is not None:
+    if run.as_member:
         if data is None or resolution is not None:
             raise ConfigError(f"{run_dir}: holds imported weights; give the data to calibrate them on with --data FILE "
                               "(on its stored grid: no --resolution)")
@@ -232,7 +233,7 @@ def score_split(run: Run, data: str | os.PathLike | None, split: str, frames: in
     if path is None:
         raise ConfigError(f"{run_dir}: give the data to calibrate on with --data FILE")
     info, sizes = read_info(path), {key: cfg["data"][key] for key in ("n_train", "n_val", "n_test")}
-    if info.kind == "trajectory":
+    if info.kind == TRAJECTORY:
         rollout = cfg.get("rollout", {})
         stride = rollout.get("time_stride", 1)
         if start % stride:
@@ -282,7 +283,7 @@ def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = N
     """
     run = Run.open(run_dir)
     surrogate, cfg, checkpoint = run.surrogate, run.run_config, run.checkpoint()
-    batch = eval_batch_size(run, batch_size)
+    batch = run.eval_batch_size(batch_size)
     imported = run.is_imported
     split = split or ("all" if imported else "test")
     _check_split(split, data, cfg, imported)
@@ -290,7 +291,7 @@ def calibrate_run(run_dir: str | os.PathLike, data: str | os.PathLike | None = N
         raise ConfigError(f"--frames {frames}: expected at least 1 frame")
     if start < 0 or backtest < 0:
         raise ConfigError(f"--{'start' if start < 0 else 'backtest'} {min(start, backtest)}: expected at least 0")
-    if (start or backtest) and (run.data_kind != "trajectory" or run.is_mixture or imported):
+    if (start or backtest) and (run.data_kind != TRAJECTORY or run.is_mixture or imported):
         raise ConfigError(f"--{'start' if start else 'backtest'}: only for a run on one file of trajectories")
     scores, files = score_split(run, data, split, frames, resolution, batch, device, start, backtest)
     empty = [name or str(files[0]) for name, part in scores.items() if not part.parts]

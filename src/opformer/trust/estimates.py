@@ -23,8 +23,10 @@ from typing import Any
 import torch
 
 from opformer.data.store import DatasetInfo
-from opformer.trust.physics import (DARCY_PDES, DARCY_TOLERANCE, VORTICITY_PDES, Vorticity, darcy_estimates,
-                                    forecast_estimates, history_estimates, vorticity_physics)
+from opformer.kinds import OPERATOR, TRAJECTORY
+from opformer.pde.registry import DARCY_ESTIMATE, VORTICITY_ESTIMATE, stored_pde
+from opformer.trust.physics import (DARCY_TOLERANCE, Vorticity, darcy_estimates, forecast_estimates,
+                                    history_estimates, vorticity_physics)
 from opformer.trust.scores import relative_l2
 
 #: The settings of a vorticity equation the estimate reads (:func:`opformer.trust.physics.vorticity_physics`).
@@ -38,10 +40,10 @@ def physics_settings(info: DatasetInfo, time_stride: int = 1) -> dict[str, Any] 
     one viscosity, square and with evenly spaced frames (``spacing``: the file's frame spacing times
     ``time_stride``)."""
     pde = info.pde or {}
-    name = pde.get("name")
-    if name in DARCY_PDES and info.kind == "operator" and isinstance(pde.get("forcing", 1.0), (int, float)):
-        return {"name": name, "forcing": float(pde.get("forcing", 1.0)), "tolerance": DARCY_TOLERANCE}
-    if name not in VORTICITY_PDES or info.kind != "trajectory" or len(info.times) < 2 or "nu" not in pde:
+    estimate = _estimate(pde)
+    if estimate == DARCY_ESTIMATE and info.kind == OPERATOR and isinstance(pde.get("forcing", 1.0), (int, float)):
+        return {"name": pde["name"], "forcing": float(pde.get("forcing", 1.0)), "tolerance": DARCY_TOLERANCE}
+    if estimate != VORTICITY_ESTIMATE or info.kind != TRAJECTORY or len(info.times) < 2 or "nu" not in pde:
         return None
     shape = tuple(info.spatial_shape)
     if len(shape) != 2 or shape[0] != shape[1] or len(info.input_channels) != 1:
@@ -52,6 +54,12 @@ def physics_settings(info: DatasetInfo, time_stride: int = 1) -> dict[str, Any] 
     settings = {key: pde[key] for key in VORTICITY_KEYS if key in pde}
     settings["spacing"] = float(steps[0]) * time_stride
     return settings if vorticity_physics(settings, shape[0], settings["spacing"]) is not None else None
+
+
+def _estimate(pde: dict[str, Any] | None) -> str:
+    """The physics estimate of the PDE these settings name (its registry entry's), "" for none."""
+    entry = stored_pde(pde)
+    return "" if entry is None else entry.estimate
 
 
 def _vorticity(settings: dict[str, Any], n: int) -> Vorticity:
@@ -66,7 +74,7 @@ def residual_estimates(settings: dict[str, Any], inputs: torch.Tensor, predictio
     settings' tolerance (none recorded: one Poisson solve).
     Trajectory runs: ``inputs`` the given frames ``(sample, t, n, n, 1)``, ``predictions`` the forecast
     ``(sample, frames, n, n, 1)``."""
-    if settings["name"] in DARCY_PDES:
+    if _estimate(settings) == DARCY_ESTIMATE:
         return darcy_estimates(inputs[..., 0], predictions[:, 0, ..., 0], settings["forcing"],
                                settings.get("tolerance"))[:, None]
     physics = _vorticity(settings, inputs.shape[-2])
@@ -76,7 +84,7 @@ def residual_estimates(settings: dict[str, Any], inputs: torch.Tensor, predictio
 def history_of(settings: dict[str, Any] | None, inputs: torch.Tensor) -> torch.Tensor | None:
     """``(sample,)``: how far given frames ``(sample, t, n, n, 1)`` (two or more) are from evolving by the recorded
     vorticity equation; None for an operator run, a single given frame or no physics."""
-    if settings is None or settings["name"] not in VORTICITY_PDES or inputs.dim() != 5 or inputs.shape[1] < 2:
+    if _estimate(settings) != VORTICITY_ESTIMATE or inputs.dim() != 5 or inputs.shape[1] < 2:
         return None
     return history_estimates(_vorticity(settings, inputs.shape[-2]), inputs[..., 0])
 

@@ -35,18 +35,11 @@ from typing import Any
 
 import torch
 
-from opformer.pde.kolmogorov import LENGTH as KOLMOGOROV_LENGTH
-from opformer.pde.kolmogorov import kolmogorov_forcing
-from opformer.pde.navier_stokes import FNO_FORCING, fno_forcing
+from opformer.pde.registry import VORTICITY_ESTIMATE, stored_pde
 
-#: The ``pde.name`` of data sets with a physics estimate, by the kind of estimate.
-DARCY_PDES = ("darcy",)
-VORTICITY_PDES = ("navier_stokes_2d_fno", "kolmogorov_flow")
 #: The energy-norm accuracy, relative to the error's, that the conjugate-gradient steps of the Darcy estimate are
 #: taken for (:func:`cg_steps`).
 DARCY_TOLERANCE = 0.1
-#: Kolmogorov forcing as its generator records it (amplitude 1, wave number 4).
-KOLMOGOROV_FORCING = "sin(4 y) e_x (vorticity -4 cos(4 y))"
 
 
 def _rms(x: torch.Tensor, first_axis: int) -> torch.Tensor:
@@ -227,14 +220,12 @@ def history_estimates(physics: Vorticity, given: torch.Tensor) -> torch.Tensor:
 
 def vorticity_physics(pde: dict[str, Any], n: int, spacing: float) -> Vorticity | None:
     """The vorticity equation a data file's ``pde`` settings record, on the ``n x n`` storage grid, for frames
-    ``spacing`` apart; None where the settings name no equation this module knows (another PDE, another forcing)."""
-    name = pde.get("name")
-    if name == "navier_stokes_2d_fno" and pde.get("forcing") == FNO_FORCING:
-        forcing, length = torch.from_numpy(fno_forcing(n)), float(pde.get("length", 1.0))
-    elif name == "kolmogorov_flow" and pde.get("forcing") == KOLMOGOROV_FORCING:
-        forcing, length = torch.from_numpy(kolmogorov_forcing(n)), float(pde.get("length", KOLMOGOROV_LENGTH))
-    else:
+    ``spacing`` apart; None where the settings name no equation this module knows (another PDE, another forcing):
+    the PDE's registry entry (:func:`opformer.pde.registry.stored_pde`) has the vorticity estimate and its forcing."""
+    entry = stored_pde(pde)
+    if entry is None or entry.estimate != VORTICITY_ESTIMATE or entry.forcing is None or not entry.own_forcing(pde):
         return None
+    forcing, length = torch.from_numpy(entry.forcing.vorticity(n)), float(pde.get("length", entry.length))
     return Vorticity(float(pde["nu"]), float(pde.get("drag", 0.0)), length, float(spacing), forcing)
 
 

@@ -156,10 +156,10 @@ def write_operator_dataset(
     path
         The HDF5 file to write (docs/data-format.md).
     inputs, targets
-        Channel-last arrays ``(sample, *spatial, channels)`` on one grid (one channel may leave out its axis:
-        ``(sample, *spatial)``), or lists of such blocks of consecutive samples, written one after another (e.g.
-        memory maps); stored as float32. ``targets=None`` writes a file
-        of inputs only (for ``opformer predict``).
+        Channel-last arrays ``(sample, *spatial, channels)`` on one grid, one value per name of ``input_channels``
+        / ``target_channels`` (one channel may leave out its axis: ``(sample, *spatial)``), or lists of such blocks
+        of consecutive samples, written one after another (e.g. memory maps); stored as float32. ``targets=None``
+        writes a file of inputs only (for ``opformer predict``).
     pde, solver
         JSON mappings recorded as the file's ``pde`` and ``solver`` attributes (where the data came from; e.g.
         ``{"name": "heat", "viscosity": 0.01}`` and ``{"name": "exact"}``).
@@ -223,8 +223,9 @@ def write_trajectory_dataset(
     path
         The HDF5 file to write (docs/data-format.md).
     fields
-        ``(sample, time, *spatial, channels)``, channel-last (one channel may leave out its axis), or a list of
-        such blocks of consecutive samples, written one after another (e.g. memory maps); stored as float32.
+        ``(sample, time, *spatial, channels)``, channel-last, one value per name of ``channels`` (one channel may
+        leave out its axis), or a list of such blocks of consecutive samples, written one after another (e.g.
+        memory maps); stored as float32.
     times
         ``(time,)``: the frames' time stamps, strictly increasing.
     pde, solver, domain, seed, extra, datasets, fill
