@@ -280,6 +280,7 @@ def test_zero_weight_tokens_are_excluded(attention_type):
         attn(x, pos, weights=w[:, :3])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax"])
 def test_quadrature_weights_make_the_layer_independent_of_the_mesh(attention_type):
     """The same smooth field on a uniform and on a graded point set of the unit square (density ~ r^(-4/3) near a
