@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy.spatial import Delaunay
 
 from opformer.errors import ConfigError
+from opformer.meshes import lumped_weights
 from opformer.nn.attention import SimpleAttention, galerkin_gram
 
 
@@ -275,3 +278,30 @@ def test_zero_weight_tokens_are_excluded(attention_type):
     torch.testing.assert_close(padded[:, :4], alone, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="weights"):
         attn(x, pos, weights=w[:, :3])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention_type", ["galerkin", "fourier", "softmax"])
+def test_quadrature_weights_make_the_layer_independent_of_the_mesh(attention_type):
+    """The same smooth field on a uniform and on a graded point set of the unit square (density ~ r^(-4/3) near a
+    corner): with the lumped weights the outputs at shared points agree to the quadrature's accuracy; with uniform
+    weights (a mean over the points) the graded set's density shows (here: 0.1% to 1% against 33% to 118%)."""
+    torch.manual_seed(0)
+    attn = SimpleAttention(4, 2, attention_type, pos_dim=2).double()
+    _randomise(attn)
+    shared = np.array([[0.3, 0.7], [0.5, 0.5], [0.8, 0.2], [0, 0], [1, 0], [0, 1], [1, 1.0]])
+    outputs = {}
+    for graded in (False, True):
+        u = np.random.default_rng(1).random((2000, 2))
+        points = np.concatenate([shared, u ** 3 if graded else u])
+        w = lumped_weights(points, Delaunay(points).simplices, "triangle")
+        pos = torch.tensor(points)[None]
+        x, y = pos[..., 0], pos[..., 1]
+        fields = torch.stack([torch.sin(2 * x), torch.cos(3 * y), x * y, torch.ones_like(x)], -1)
+        with torch.no_grad():
+            for name, weights in (("lumped", torch.tensor(w / w.sum())),
+                                  ("uniform", torch.full((len(w),), 1 / len(w), dtype=torch.float64))):
+                outputs[graded, name] = attn(fields, pos, weights=weights[None])[0, :3]
+    change = {name: float((outputs[True, name] - outputs[False, name]).norm() / outputs[False, name].norm())
+              for name in ("lumped", "uniform")}
+    assert change["lumped"] < 0.02 and change["uniform"] > 0.1, change
