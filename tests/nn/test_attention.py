@@ -20,25 +20,31 @@ def _layer_norm(t: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: 
     return (t - mean) / torch.sqrt(var + eps) * weight + bias
 
 
+def _head(attn: SimpleAttention, x: torch.Tensor, pos: torch.Tensor, i: int,
+          eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Head ``i``'s query, key and value of one sample ``x`` (n, d): projected, layer-normalised where the
+    attention normalises them, the positions ``pos`` (n, p) concatenated in front."""
+    rows = slice(i * attn.d_head, (i + 1) * attn.d_head)
+    mats = []
+    for name in ("query", "key", "value"):
+        lin = getattr(attn, name)
+        t = x @ lin.weight[rows].T + lin.bias[rows]
+        if name in attn.norms:
+            norm = attn.norms[name]
+            t = _layer_norm(t, norm.weight[i, 0], norm.bias[i, 0], eps)
+        mats.append(torch.cat([pos, t], dim=1))
+    return mats[0], mats[1], mats[2]
+
+
 def reference(attn: SimpleAttention, x: torch.Tensor, pos: torch.Tensor, eps: float) -> torch.Tensor:
     """Head by head, sample by sample, with explicit matrices."""
-    h, dk = attn.n_head, attn.d_head
     outputs = []
     for b in range(x.shape[0]):
         n = x.shape[1]
         pos_b = pos if pos.dim() == 2 else pos[b]
         merged = []
-        for i in range(h):
-            rows = slice(i * dk, (i + 1) * dk)
-            mats = {}
-            for name in ("query", "key", "value"):
-                lin = getattr(attn, name)
-                t = x[b] @ lin.weight[rows].T + lin.bias[rows]
-                if name in attn.norms:
-                    norm = attn.norms[name]
-                    t = _layer_norm(t, norm.weight[i, 0], norm.bias[i, 0], eps)
-                mats[name] = torch.cat([pos_b, t], dim=1)
-            q, k, v = mats["query"], mats["key"], mats["value"]
+        for i in range(attn.n_head):
+            q, k, v = _head(attn, x[b], pos_b, i, eps)
             kind = attn.attention_type
             if kind == "galerkin":
                 z = q @ (k.T @ v) / n
@@ -206,21 +212,11 @@ def test_residual_form_adds_the_input(attention_type):
 def weighted_reference(attn: SimpleAttention, x: torch.Tensor, pos: torch.Tensor, w: torch.Tensor,
                        eps: float) -> torch.Tensor:
     """The quadrature-weighted sums of ``../shared/spec/mesh.md``, head by head with explicit matrices."""
-    h, dk = attn.n_head, attn.d_head
     outputs = []
     for b in range(x.shape[0]):
         merged = []
-        for i in range(h):
-            rows = slice(i * dk, (i + 1) * dk)
-            mats = {}
-            for name in ("query", "key", "value"):
-                lin = getattr(attn, name)
-                t = x[b] @ lin.weight[rows].T + lin.bias[rows]
-                if name in attn.norms:
-                    norm = attn.norms[name]
-                    t = _layer_norm(t, norm.weight[i, 0], norm.bias[i, 0], eps)
-                mats[name] = torch.cat([pos[b], t], dim=1)
-            q, k, v = mats["query"], mats["key"], mats["value"]
+        for i in range(attn.n_head):
+            q, k, v = _head(attn, x[b], pos[b], i, eps)
             kind = attn.attention_type
             if kind == "galerkin":
                 z = q @ (k.T @ torch.diag(w[b]) @ v)
