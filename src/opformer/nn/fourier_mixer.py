@@ -10,9 +10,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.dft import exporting, truncated_irfftn, truncated_rfftn
 from opformer.nn.spectral import complex_blocks
 
 FFT_NORMS = ("ortho", "forward")
+#: the mixer as truncated DFT matrix products (:meth:`FourierMixer._forward_matrices`) in torch too
+MATRIX_MIXER = False
 
 
 def kept_rows(n: int, modes: int | None, device: torch.device, both_signs: bool = True) -> Tensor | None:
@@ -83,6 +86,8 @@ class FourierMixer(nn.Module):
         dims = tuple(range(1, self.ndim + 1))
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
+            if exporting() or MATRIX_MIXER:
+                return self._forward_matrices(x.to(real_dtype))
             spectrum = torch.view_as_real(torch.fft.rfftn(x.to(real_dtype), dim=dims, norm=self.norm))
             rows = [kept_rows(n, self.modes, x.device, self.both_signs) for n in spatial[:-1]]
             half = spectrum.shape[self.ndim]
@@ -102,6 +107,20 @@ class FourierMixer(nn.Module):
                     full[axis] = n
                     mixed = mixed.new_zeros(full).index_copy(axis, index, mixed)
             return torch.fft.irfftn(torch.view_as_complex(mixed.contiguous()), s=spatial, dim=dims, norm=self.norm)
+
+    def _forward_matrices(self, x: Tensor) -> Tensor:
+        """The same function with truncated DFT matrix products (:mod:`opformer.nn.dft`) in place of the FFTs."""
+        spatial = tuple(x.shape[1:-1])
+        rows = []
+        for n in spatial[:-1]:
+            index = kept_rows(n, self.modes, x.device, self.both_signs)
+            rows.append(tuple(range(n)) if index is None else tuple(index.tolist()))
+        half = spatial[-1] // 2 + 1
+        last_modes = self.modes if self.last_modes is None else self.last_modes
+        last = half if last_modes is None else min(last_modes, half)
+        re, im = truncated_rfftn(x, rows, last, self.norm)
+        mixed = self._mlp(torch.stack([re, im], dim=-1))
+        return truncated_irfftn(mixed[..., 0], mixed[..., 1], rows, spatial, self.norm)
 
     def _mlp(self, z: Tensor) -> Tensor:
         """The per-head complex MLP on modes ``z`` ``(..., width, 2)`` (real pairs) as real block products."""
