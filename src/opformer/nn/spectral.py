@@ -13,8 +13,6 @@ from opformer.nn.dft import exporting, rfft_bases, truncated_irfftn, truncated_r
 from opformer.nn.mlp import make_activation
 
 _AXIS_LETTERS = "xyz"
-#: 3D layers as truncated DFT matrix products (:meth:`SpectralConv._forward_matrices`) in torch too
-MATRIX_3D = False
 
 
 def complex_blocks(weight: Tensor) -> Tensor:
@@ -61,7 +59,8 @@ class SpectralConv(nn.Module):
     uniform in ``[0, 1 / (in * out))``. The transforms and the mode products run in float32 (or float64
     for float64 inputs) even under autocast; the result is in that precision. In 1D and 2D the transforms
     of the kept modes are matrix products with cached DFT bases (same result as the FFTs; faster for few
-    modes on channel-last data); 3D uses ``rfftn``/``irfftn``.
+    modes on channel-last data); 3D too on a CPU and in an ONNX graph (:meth:`_forward_matrices`), else
+    ``rfftn``/``irfftn`` (:meth:`_forward_fft`).
     """
 
     def __init__(self, in_channels: int, out_channels: int, modes: int | Sequence[int], ndim: int = 1) -> None:
@@ -91,33 +90,39 @@ class SpectralConv(nn.Module):
             raise ValueError(
                 f"expected (batch, {self.ndim} spatial axes, {self.in_channels}), got {tuple(x.shape)}"
             )
-        dims = tuple(range(1, self.ndim + 1))
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
             if self.ndim == 1:
                 return self._forward_1d(x.to(real_dtype))
             if self.ndim == 2:
                 return self._forward_2d(x.to(real_dtype))
-            if exporting() or MATRIX_3D:
+            # 3D: the matrix form on a CPU (faster at the papers' sizes: benchmarks/results/systems/spectral_forms.md)
+            # and in an ONNX graph; the FFTs elsewhere
+            if exporting() or x.device.type == "cpu":
                 return self._forward_matrices(x.to(real_dtype))
-            x_ft = torch.fft.rfftn(x.to(real_dtype), dim=dims, norm="ortho")
-            weight = torch.view_as_complex(self.weight.to(real_dtype))
-            out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
-            kept = [min(m, n // 2) for m, n in zip(self.modes[:-1], spatial[:-1])]
-            kept.append(min(self.modes[-1], spatial[-1] // 2 + 1))
-            for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
-                grid_index = [slice(None)]
-                weight_index = [block, slice(None), slice(None)]
-                for sign, k, m, n in zip(signs, kept, self.modes, spatial):
-                    # the weight block of negative frequencies holds -m..-1; keep its last k
-                    grid_index.append(slice(0, k) if sign > 0 else slice(n - k, n))
-                    weight_index.append(slice(0, k) if sign > 0 else slice(m - k, m))
-                grid_index.append(slice(0, kept[-1]))
-                weight_index.append(slice(0, kept[-1]))
-                out_ft[tuple(grid_index)] = torch.einsum(
-                    self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
-                )
-            return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
+            return self._forward_fft(x.to(real_dtype))
+
+    def _forward_fft(self, x: Tensor) -> Tensor:
+        """Any dimension with ``rfftn``/``irfftn``: the kept corner blocks of the spectrum times their weights."""
+        spatial = tuple(x.shape[1:-1])
+        dims = tuple(range(1, self.ndim + 1))
+        x_ft = torch.fft.rfftn(x, dim=dims, norm="ortho")
+        weight = torch.view_as_complex(self.weight.to(x.dtype))
+        out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
+        kept = self._kept(spatial)
+        for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
+            grid_index = [slice(None)]
+            weight_index = [block, slice(None), slice(None)]
+            for sign, k, m, n in zip(signs, kept, self.modes, spatial):
+                # the weight block of negative frequencies holds -m..-1; keep its last k
+                grid_index.append(slice(0, k) if sign > 0 else slice(n - k, n))
+                weight_index.append(slice(0, k) if sign > 0 else slice(m - k, m))
+            grid_index.append(slice(0, kept[-1]))
+            weight_index.append(slice(0, kept[-1]))
+            out_ft[tuple(grid_index)] = torch.einsum(
+                self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
+            )
+        return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
 
     def _kept(self, spatial: Sequence[int]) -> list[int]:
         """The modes kept per axis on a grid of ``spatial`` points (both signs but on the last axis)."""
