@@ -14,6 +14,7 @@ GT1 = {"d_model": 16, "n_layers": 1, "dim_ff": 16, "decoder_width": 8, "decoder_
 GT2 = {"coarse_size": 6, "d_model": 16, "n_layers": 1, "n_head": 2, "dim_ff": 16, "decoder_width": 8,
        "decoder_modes": 3, "decoder_head_width": 8}
 FF = {"d_model": 16, "n_head": 2, "head_dim": 8, "n_layers": 1, "latent_dim": 16, "decoder_groups": 4}
+STEADY = {k: v for k, v in FF.items() if k != "latent_dim"}  # the steady model decodes on the grid
 DPOT = {"t_in": 3, "t_out": 1, "in_channels": 4, "width": 16, "depth": 1, "n_heads": 2, "head_width": 8,
         "patch_size": 4, "modes": 2}
 
@@ -43,7 +44,8 @@ FAMILIES: dict[str, tuple[dict[str, Any], list[tuple[int, ...]]]] = {
        for kind, attention in (("gt", "galerkin"), ("ft", "fourier"), ("st", "softmax"), ("lt", "linear"))},
     "fno1d": (operator({"name": "fno1d", "width": 8, "modes": 5, "n_layers": 2, "projection_width": 8}, 1),
               [(32,), (21,)]),
-    "fno2d": (operator({"name": "fno2d", "width": 8, "modes": 4, "n_layers": 2, "projection_width": 8}, 2, 2),
+    "fno2d": (operator({"name": "fno2d", "in_channels": 2, "out_channels": 2, "width": 8, "modes": 4, "n_layers": 2,
+                        "projection_width": 8}, 2, 2),
               [(16, 16), (13, 18)]),
     "fno2d_time": (trajectory({"name": "fno2d_time", "t_in": 3, "t_out": 2, "width": 8, "modes": 4, "n_layers": 1,
                                "projection_width": 8}, 2, 1, 3, 2), [(16, 16), (12, 12)]),
@@ -62,7 +64,8 @@ FAMILIES: dict[str, tuple[dict[str, Any], list[tuple[int, ...]]]] = {
                      [(16, 16), (12, 20)]),
     "factformer3d": (trajectory({"name": "factformer3d", "t_in": 2, "t_out": 2, "in_channels": 4, **FF,
                                  "n_head": 2, "kernel_multiplier": 2}, 3, 4, 2, 2), [(8, 8, 8)]),
-    "factformer2d_steady": (operator({"name": "factformer2d_steady", **FF, "cnn_layers": 1}, 2), [(16, 16)]),
+    "factformer2d_steady": (operator({"name": "factformer2d_steady", **STEADY, "cnn_layers": 1}, 2),
+                            [(16, 16), (12, 20)]),
     "dil_resnet2d": (trajectory({"name": "dil_resnet2d", "t_in": 2, "t_out": 1, "width": 8, "n_blocks": 1,
                                  "norm_groups": 2}, 2, 1, 2, 1), [(12, 12), (16, 10)]),
 }

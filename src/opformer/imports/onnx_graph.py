@@ -157,7 +157,8 @@ def write_graph(surrogate: Surrogate, path: Path, opset: int | None = None, seed
     # inputs in physical units around the training data's statistics
     inputs = [surrogate.input_normalizer.decode(torch.randn(input_shape(surrogate, batch), generator=generator))
               for batch in (2, 3)]
-    with torch.no_grad(), warnings.catch_warnings(), _quiet("onnxscript", "torch.onnx", "torch.export"):
+    quiet = _quiet("onnxscript", "torch.onnx", "torch.export", "torch._subclasses.fake_tensor")
+    with torch.no_grad(), warnings.catch_warnings(), quiet:
         warnings.simplefilter("ignore")
         try:
             program = torch.onnx.export(_Graph(surrogate), (inputs[0],), dynamo=True, input_names=[INPUT],
