@@ -3,6 +3,8 @@ most 1e-5 in float32, two batch sizes, two grids where the model runs on any), t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -58,11 +60,15 @@ def test_the_cli_writes_the_graph_its_metadata_and_card_beside_the_repository(tr
                                                                               monkeypatch):
     run, data = trained
     out = tmp_path / "shared" / "gt"  # the README's folder
-    assert main(["export", str(run), str(out), "--format", "onnx"]) == 0
+    assert main(["export", str(run), str(out), "--format", "onnx", "--opset", "17"]) == 0
     assert "model.onnx" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.onnx", "model.safetensors"]
     assert main(["import", "opformer", str(out), "--out", str(tmp_path / "back")]) == 0  # still a repository
     graph = onnx.load(str(out / "model.onnx"))
+    assert [o.version for o in graph.opset_import if o.domain == ""] == [17]
+    described = json.loads((out / "config.json").read_text())["onnx"]
+    assert described["opset"] == 17 and described["input_shape"] == ["batch", 17, 17, 1]
+    assert described["sha256"] == hashlib.sha256((out / "model.onnx").read_bytes()).hexdigest()
     props = {p.key: p.value for p in graph.metadata_props}
     spec = Run(run).surrogate.spec["data"]
     assert props["opformer_version"] == __version__
