@@ -13,7 +13,8 @@ from opformer.imports.formats import FORMATS, check_options
 
 EXAMPLES = {
     "import": "\n  ".join(example for entry in FORMATS.values() for example in entry.examples),
-    "export": "opformer export runs/gt exported/gt --metrics gt.json",
+    "export": "opformer export runs/gt exported/gt --metrics gt.json\n"
+              "  opformer export runs/fno exported/fno --format onnx",
 }
 
 
@@ -52,7 +53,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from opformer.io import read_json
 
     writable_folder("DIR", args.dir, Path(args.dir), create=True)
-    out = export_run(args.run, args.dir, args.metrics)
+    out = export_run(args.run, args.dir, args.metrics, args.format, args.opset)
     sizes = ", ".join(f"{p.name} {p.stat().st_size:,} bytes" for p in sorted(out.iterdir()))
     print(f"exported {args.run} to {out}: {sizes}")
     calibration = read_json(out / CONFIG_JSON)["calibration"]
@@ -86,4 +87,8 @@ def add_parsers(add: AddCommand) -> None:
     p.add_argument("run", help="the run directory")
     p.add_argument("dir", help="the folder to write (absent or empty); upload it as a Hub model repository")
     p.add_argument("--metrics", help="a JSON file of opformer evaluate --json whose results go into the model card")
+    p.add_argument("--format", default="safetensors", choices=["safetensors", "onnx"],
+                   help="onnx: model.onnx too, the surrogate (normalizers inside) as an ONNX graph that runs in "
+                        "onnxruntime on a CPU, checked against torch at export (needs the onnx extra)")
+    p.add_argument("--opset", type=int, help="--format onnx: the graph's ONNX opset (default: torch's exporter's)")
     p.set_defaults(func=cmd_export)

@@ -15,6 +15,9 @@ The repository (format ``opformer-model``, :data:`FORMAT_VERSION`)::
                            scores, physics settings, what it was calibrated on) in config.json's ``calibration``;
                            a calibration of another checkpoint is left out, config.json saying why
     DIR/README.md          a model card (Hub metadata, model, data, training command, metrics, how to load it)
+    DIR/model.onnx         with ``--format onnx``: the surrogate as an ONNX graph for onnxruntime
+                           (:mod:`opformer.imports.onnx_graph`; config.json's ``onnx`` describes it, the card shows
+                           how to run it)
 
 The folder is written atomically (a temporary sibling renamed into place).
 """
@@ -32,7 +35,9 @@ from torch import Tensor
 from opformer import __version__
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
+from opformer.imports.onnx_graph import GRAPH, INPUT, OUTPUT, input_shape, onnx_modules, write_graph
 from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
+from opformer.models.surrogate import Surrogate
 from opformer.runs import SUMMARY, Run, finite_json, recorded_sessions
 
 FORMAT = "opformer-model"
@@ -40,6 +45,8 @@ FORMAT = "opformer-model"
 FORMAT_VERSION = 1
 WEIGHTS, CONFIG_JSON, CARD = "model.safetensors", "config.json", "README.md"
 CALIBRATION_TENSORS = "calibration.safetensors"
+#: what ``opformer export --format`` writes besides the repository: nothing more, or an ONNX graph
+EXPORT_FORMATS = ("safetensors", "onnx")
 
 
 def safetensors_module() -> ModuleType:
@@ -102,11 +109,14 @@ def calibration_export(run: Run) -> tuple[dict[str, Any], dict[str, Tensor]]:
             "groups": names, "values": values}, _unshared(tensors)
 
 
-def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str | os.PathLike | None = None
-               ) -> Path:
+def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str | os.PathLike | None = None,
+               export_format: str = "safetensors", opset: int | None = None) -> Path:
     """Write the best checkpoint of ``run_dir`` as the model repository ``out`` (absent or empty; see the
-    module docstring); ``metrics``: an ``opformer evaluate --json`` file whose results go into the card."""
+    module docstring); ``metrics``: an ``opformer evaluate --json`` file whose results go into the card;
+    ``export_format`` ``"onnx"``: the ONNX graph too (``opset``: its opset, else the exporter's default)."""
     run_dir, out = Path(run_dir), Path(out)
+    if export_format not in EXPORT_FORMATS:
+        raise ConfigError(f"--format {export_format}: expected one of {', '.join(EXPORT_FORMATS)}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"{out}: exists and is not an empty folder; choose a new or empty one")
     run = Run(run_dir)
@@ -130,6 +140,8 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, metrics: str 
     state = _unshared(surrogate.state_dict())
     calibration, calibration_tensors = calibration_export(run)
     with atomic_folder(out) as tmp:
+        if export_format == "onnx":
+            config["onnx"] = write_onnx(surrogate, tmp / GRAPH, opset)
         _save_tensors(tmp / WEIGHTS, state)
         config["weights_sha256"] = sha256_file(tmp / WEIGHTS)
         if calibration_tensors:
@@ -149,6 +161,40 @@ def _save_tensors(path: Path, tensors: dict[str, Tensor]) -> None:
         safetensors_module().torch.save_file(tensors, str(tmp), metadata={
             "format": FORMAT, "format_version": str(FORMAT_VERSION)})
         tmp.chmod(mode)
+
+
+def write_onnx(surrogate: Surrogate, path: Path, opset: int | None) -> dict[str, Any]:
+    """The graph ``path`` (checked in onnxruntime) and its description for config.json."""
+    error = write_graph(surrogate, path, opset)
+    graph = onnx_modules()[0].load(str(path), load_external_data=False)
+    return {"file": GRAPH, "opset": next(o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
+            "input": INPUT, "output": OUTPUT, "input_shape": ["batch", *input_shape(surrogate, 1)[1:]],
+            "relative_l2_vs_torch": error, "sha256": sha256_file(path)}
+
+
+def onnx_card(config: dict[str, Any]) -> list[str]:
+    """The card's lines on the ONNX graph: what it takes and gives, and how to run it in Python, C++ and C#."""
+    graph, signature = config["onnx"], config["spec"]["data"]
+    shape = ", ".join(map(str, graph["input_shape"]))
+    example = ", ".join(["1", *map(str, graph["input_shape"][1:])])
+    return ["", "## Run it without opformer: `model.onnx`", "",
+            f"The whole surrogate (normalizers inside) as an ONNX graph (opset {graph['opset']}): input "
+            f"`{graph['input']}` of shape `({shape})` in physical units, its last axis the channels "
+            f"{', '.join(signature['input_channels'])}; output `{graph['output']}`, its last axis the channels "
+            f"{', '.join(signature['target_channels'])}; float32. The batch axis is free, the grid is the one "
+            f"above. onnxruntime's output differed from torch's by a relative L2 of "
+            f"{graph['relative_l2_vs_torch']:.2g} at export; the graph's metadata_props hold the channels, grid "
+            "and `t_in`.", "",
+            "```python", "import numpy as np, onnxruntime as ort",
+            'session = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])',
+            f"x = np.zeros(({example}), dtype=np.float32)  # your inputs",
+            f'y = session.run(["{graph["output"]}"], {{"{graph["input"]}": x}})[0]', "```", "",
+            "C++ (`onnxruntime_cxx_api.h`), in outline: `Ort::Env env; Ort::Session session(env, \"model.onnx\", "
+            "Ort::SessionOptions{});` then `session.Run(Ort::RunOptions{}, {\"x\"}, &input, 1, {\"y\"}, 1)` with "
+            "`input = Ort::Value::CreateTensor<float>(memory_info, data, size, shape, rank)`.", "",
+            "C# (`Microsoft.ML.OnnxRuntime`), in outline: `using var session = new InferenceSession(\"model.onnx\");` "
+            "then `session.Run(new[] { NamedOnnxValue.CreateFromTensor(\"x\", new DenseTensor<float>(data, "
+            "shape)) })`."]
 
 
 def _value(value: Any) -> str:
@@ -218,6 +264,8 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
         lines.append("Not given at export (`opformer export RUN DIR --metrics EVAL.json`, EVAL.json written by "
                      "`opformer evaluate RUN --json EVAL.json`).")
     lines += ["", "## Error bounds", "", _calibration_text(config.get("calibration"))]
+    if config.get("onnx"):
+        lines += onnx_card(config)
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.dft import exporting, truncated_irfftn, truncated_rfftn
 from opformer.nn.spectral import complex_blocks
 
 FFT_NORMS = ("ortho", "forward")
@@ -80,28 +81,51 @@ class FourierMixer(nn.Module):
         spatial = tuple(x.shape[1:-1])
         if len(spatial) != self.ndim or x.shape[-1] != self.width:
             raise ValueError(f"expected (batch, {self.ndim} spatial axes, {self.width}), got {tuple(x.shape)}")
-        dims = tuple(range(1, self.ndim + 1))
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
-            spectrum = torch.view_as_real(torch.fft.rfftn(x.to(real_dtype), dim=dims, norm=self.norm))
-            rows = [kept_rows(n, self.modes, x.device, self.both_signs) for n in spatial[:-1]]
-            half = spectrum.shape[self.ndim]
-            last_modes = self.modes if self.last_modes is None else self.last_modes
-            last = half if last_modes is None else min(last_modes, half)
-            kept = spectrum.narrow(self.ndim, 0, last)
-            for axis, index in enumerate(rows, start=1):
-                if index is not None:
-                    kept = kept.index_select(axis, index)
-            mixed = self._mlp(kept)
-            if last < half:
-                mixed = torch.cat([mixed, mixed.new_zeros((*mixed.shape[:self.ndim], half - last,
-                                                          *mixed.shape[self.ndim + 1:]))], dim=self.ndim)
-            for axis, (index, n) in enumerate(zip(rows, spatial), start=1):
-                if index is not None:
-                    full = list(mixed.shape)
-                    full[axis] = n
-                    mixed = mixed.new_zeros(full).index_copy(axis, index, mixed)
-            return torch.fft.irfftn(torch.view_as_complex(mixed.contiguous()), s=spatial, dim=dims, norm=self.norm)
+            # the FFTs in torch (the matrix form is not faster at DPOT's sizes on a CPU:
+            # benchmarks/results/systems/spectral_forms.md); the matrix form in an ONNX graph
+            if exporting():
+                return self._forward_matrices(x.to(real_dtype))
+            return self._forward_fft(x.to(real_dtype))
+
+    def _forward_fft(self, x: Tensor) -> Tensor:
+        """The mixer with ``rfftn``/``irfftn``."""
+        spatial = tuple(x.shape[1:-1])
+        dims = tuple(range(1, self.ndim + 1))
+        spectrum = torch.view_as_real(torch.fft.rfftn(x, dim=dims, norm=self.norm))
+        rows = [kept_rows(n, self.modes, x.device, self.both_signs) for n in spatial[:-1]]
+        half = spectrum.shape[self.ndim]
+        last_modes = self.modes if self.last_modes is None else self.last_modes
+        last = half if last_modes is None else min(last_modes, half)
+        kept = spectrum.narrow(self.ndim, 0, last)
+        for axis, index in enumerate(rows, start=1):
+            if index is not None:
+                kept = kept.index_select(axis, index)
+        mixed = self._mlp(kept)
+        if last < half:
+            mixed = torch.cat([mixed, mixed.new_zeros((*mixed.shape[:self.ndim], half - last,
+                                                      *mixed.shape[self.ndim + 1:]))], dim=self.ndim)
+        for axis, (index, n) in enumerate(zip(rows, spatial), start=1):
+            if index is not None:
+                full = list(mixed.shape)
+                full[axis] = n
+                mixed = mixed.new_zeros(full).index_copy(axis, index, mixed)
+        return torch.fft.irfftn(torch.view_as_complex(mixed.contiguous()), s=spatial, dim=dims, norm=self.norm)
+
+    def _forward_matrices(self, x: Tensor) -> Tensor:
+        """The same function with truncated DFT matrix products (:mod:`opformer.nn.dft`) in place of the FFTs."""
+        spatial = tuple(x.shape[1:-1])
+        rows = []
+        for n in spatial[:-1]:
+            index = kept_rows(n, self.modes, x.device, self.both_signs)
+            rows.append(tuple(range(n)) if index is None else tuple(index.tolist()))
+        half = spatial[-1] // 2 + 1
+        last_modes = self.modes if self.last_modes is None else self.last_modes
+        last = half if last_modes is None else min(last_modes, half)
+        re, im = truncated_rfftn(x, rows, last, self.norm)
+        mixed = self._mlp(torch.stack([re, im], dim=-1))
+        return truncated_irfftn(mixed[..., 0], mixed[..., 1], rows, spatial, self.norm)
 
     def _mlp(self, z: Tensor) -> Tensor:
         """The per-head complex MLP on modes ``z`` ``(..., width, 2)`` (real pairs) as real block products."""

@@ -2,73 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from opformer.errors import ConfigError
+from opformer.nn.dft import exporting, rfft_bases, truncated_irfftn, truncated_rfftn, two_sided_bases
 from opformer.nn.mlp import make_activation
 
 _AXIS_LETTERS = "xyz"
-
-
-def _basis_cache(builder: Callable[..., tuple[Tensor, Tensor]]) -> Callable[..., tuple[Tensor, Tensor]]:
-    """Cache the bases ``builder`` returns (16 most recent argument sets); under ``torch.compile`` call ``builder``
-    itself, which dynamo traces into the graph (it would skip an ``lru_cache`` anyway, with a warning)."""
-    cached = functools.lru_cache(maxsize=16)(builder)
-
-    @functools.wraps(builder)
-    def bases(*args: object) -> tuple[Tensor, Tensor]:
-        return builder(*args) if torch.compiler.is_compiling() else cached(*args)
-
-    return bases
-
-
-@_basis_cache
-def _dft_bases(n: int, modes: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Real matrices of the "ortho" rfft restricted to modes ``0..modes-1`` and of its inverse.
-
-    ``forward`` ``(2 * modes, n)`` maps a real signal to ``[Re c_k; Im c_k]``; ``inverse`` ``(n, 2 * modes)``
-    maps those to ``irfft(c, n, norm="ortho")`` with every other mode zero (the imaginary parts of the
-    zero and Nyquist modes are ignored, as ``irfft`` does). Built in float64, then cast.
-    """
-    j = torch.arange(n, dtype=torch.float64)
-    k = torch.arange(modes, dtype=torch.float64)
-    angle = 2 * math.pi * torch.remainder(torch.outer(j, k), n) / n  # exact phases for large j * k
-    cos, sin = torch.cos(angle) / math.sqrt(n), torch.sin(angle) / math.sqrt(n)
-    forward = torch.cat([cos, -sin], dim=1).t()
-    weight = torch.full((modes,), 2.0, dtype=torch.float64)
-    weight[0] = 1.0
-    if n % 2 == 0 and modes == n // 2 + 1:
-        weight[-1] = 1.0  # the Nyquist mode appears once in a real signal
-    sin_part = -weight * sin
-    sin_part[:, 0] = 0.0
-    if n % 2 == 0 and modes == n // 2 + 1:
-        sin_part[:, -1] = 0.0
-    inverse = torch.cat([weight * cos, sin_part], dim=1)
-    return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
-
-
-@_basis_cache
-def _two_sided_bases(n: int, kept: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Real matrices of the "ortho" DFT restricted to the frequencies ``0..kept-1`` and ``-kept..-1`` (spectrum
-    rows ``0..kept-1`` and ``n-kept..n-1``, ``r = 2 * kept`` rows), and of its inverse.
-
-    ``forward`` ``(2r, n)`` maps a real signal to ``[Re c; Im c]`` of the kept rows; ``inverse`` ``(2n, 2r)``
-    maps ``[Re c; Im c]`` to ``[Re z; Im z]`` with ``z = ifft(c, n, norm="ortho")`` (every other row zero).
-    Built in float64, then cast.
-    """
-    rows = torch.cat([torch.arange(kept), torch.arange(n - kept, n)]).to(torch.float64)
-    j = torch.arange(n, dtype=torch.float64)
-    angle = 2 * math.pi * torch.remainder(torch.outer(rows, j), n) / n
-    cos, sin = torch.cos(angle) / math.sqrt(n), torch.sin(angle) / math.sqrt(n)
-    forward = torch.cat([cos, -sin])
-    inverse = torch.cat([torch.cat([cos.t(), -sin.t()], dim=1), torch.cat([sin.t(), cos.t()], dim=1)])
-    return forward.to(device=device, dtype=dtype).contiguous(), inverse.to(device=device, dtype=dtype).contiguous()
 
 
 def complex_blocks(weight: Tensor) -> Tensor:
@@ -91,7 +35,7 @@ def axis_mode_product(x: Tensor, blocks: Tensor) -> Tensor:
     """
     outer, n, inner, c_in = x.shape
     kept, c_out = blocks.shape[0], blocks.shape[-1] // 2
-    forward, inverse = _dft_bases(n, kept, x.dtype, x.device)
+    forward, inverse = rfft_bases(n, kept, x.dtype, x.device)
     # (outer, [re, im], kept, inner, c_in) -> (kept, outer * inner, [re, im] * c_in)
     x_ft = (forward @ x.reshape(outer, n, inner * c_in)).view(outer, 2, kept, inner, c_in)
     x_ft = x_ft.permute(2, 0, 3, 1, 4).reshape(kept, outer * inner, 2 * c_in)
@@ -115,7 +59,8 @@ class SpectralConv(nn.Module):
     uniform in ``[0, 1 / (in * out))``. The transforms and the mode products run in float32 (or float64
     for float64 inputs) even under autocast; the result is in that precision. In 1D and 2D the transforms
     of the kept modes are matrix products with cached DFT bases (same result as the FFTs; faster for few
-    modes on channel-last data); 3D uses ``rfftn``/``irfftn``.
+    modes on channel-last data); 3D too on a CPU and in an ONNX graph (:meth:`_forward_matrices`), else
+    ``rfftn``/``irfftn`` (:meth:`_forward_fft`).
     """
 
     def __init__(self, in_channels: int, out_channels: int, modes: int | Sequence[int], ndim: int = 1) -> None:
@@ -145,31 +90,68 @@ class SpectralConv(nn.Module):
             raise ValueError(
                 f"expected (batch, {self.ndim} spatial axes, {self.in_channels}), got {tuple(x.shape)}"
             )
-        dims = tuple(range(1, self.ndim + 1))
         real_dtype = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(device_type=x.device.type, enabled=False):
             if self.ndim == 1:
                 return self._forward_1d(x.to(real_dtype))
             if self.ndim == 2:
                 return self._forward_2d(x.to(real_dtype))
-            x_ft = torch.fft.rfftn(x.to(real_dtype), dim=dims, norm="ortho")
-            weight = torch.view_as_complex(self.weight.to(real_dtype))
-            out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
-            kept = [min(m, n // 2) for m, n in zip(self.modes[:-1], spatial[:-1])]
-            kept.append(min(self.modes[-1], spatial[-1] // 2 + 1))
-            for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
-                grid_index = [slice(None)]
-                weight_index = [block, slice(None), slice(None)]
-                for sign, k, m, n in zip(signs, kept, self.modes, spatial):
-                    # the weight block of negative frequencies holds -m..-1; keep its last k
-                    grid_index.append(slice(0, k) if sign > 0 else slice(n - k, n))
-                    weight_index.append(slice(0, k) if sign > 0 else slice(m - k, m))
-                grid_index.append(slice(0, kept[-1]))
-                weight_index.append(slice(0, kept[-1]))
-                out_ft[tuple(grid_index)] = torch.einsum(
-                    self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
-                )
-            return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
+            # 3D: the matrix form on a CPU (faster at the papers' sizes: benchmarks/results/systems/spectral_forms.md)
+            # and in an ONNX graph; the FFTs elsewhere
+            if exporting() or x.device.type == "cpu":
+                return self._forward_matrices(x.to(real_dtype))
+            return self._forward_fft(x.to(real_dtype))
+
+    def _forward_fft(self, x: Tensor) -> Tensor:
+        """Any dimension with ``rfftn``/``irfftn``: the kept corner blocks of the spectrum times their weights."""
+        spatial = tuple(x.shape[1:-1])
+        dims = tuple(range(1, self.ndim + 1))
+        x_ft = torch.fft.rfftn(x, dim=dims, norm="ortho")
+        weight = torch.view_as_complex(self.weight.to(x.dtype))
+        out_ft = x_ft.new_zeros((*x_ft.shape[:-1], self.out_channels))
+        kept = self._kept(spatial)
+        for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
+            grid_index = [slice(None)]
+            weight_index = [block, slice(None), slice(None)]
+            for sign, k, m, n in zip(signs, kept, self.modes, spatial):
+                # the weight block of negative frequencies holds -m..-1; keep its last k
+                grid_index.append(slice(0, k) if sign > 0 else slice(n - k, n))
+                weight_index.append(slice(0, k) if sign > 0 else slice(m - k, m))
+            grid_index.append(slice(0, kept[-1]))
+            weight_index.append(slice(0, kept[-1]))
+            out_ft[tuple(grid_index)] = torch.einsum(
+                self._equation, x_ft[tuple(grid_index)], weight[tuple(weight_index)]
+            )
+        return torch.fft.irfftn(out_ft, s=spatial, dim=dims, norm="ortho")
+
+    def _kept(self, spatial: Sequence[int]) -> list[int]:
+        """The modes kept per axis on a grid of ``spatial`` points (both signs but on the last axis)."""
+        kept = [min(m, n // 2) for m, n in zip(self.modes[:-1], spatial[:-1])]
+        return kept + [min(self.modes[-1], spatial[-1] // 2 + 1)]
+
+    def _forward_matrices(self, x: Tensor) -> Tensor:
+        """Any dimension as truncated DFT matrix products (:mod:`opformer.nn.dft`): the kept corner blocks of the
+        spectrum, the per-mode complex weights, the inverse; the same function as the FFT form."""
+        spatial = tuple(x.shape[1:-1])
+        kept = self._kept(spatial)
+        rows = [tuple(range(k)) + tuple(range(n - k, n)) for k, n in zip(kept[:-1], spatial[:-1])]
+        re, im = truncated_rfftn(x, rows, kept[-1])
+        blocks = []
+        for block, signs in enumerate(itertools.product((1, -1), repeat=self.ndim - 1)):
+            weight = self.weight[block]  # (in, out, *modes, 2)
+            for axis, (sign, k, m) in enumerate(zip(signs, kept, self.modes), start=2):
+                # the weight block of negative frequencies holds -m..-1; keep its last k
+                weight = weight.narrow(axis, 0 if sign > 0 else m - k, k)
+            blocks.append(weight.narrow(self.ndim + 1, 0, kept[-1]))
+        for axis in range(self.ndim + 1, 2, -1):  # the corner blocks side by side, the innermost axis first
+            blocks = [torch.cat(blocks[i:i + 2], dim=axis - 1) for i in range(0, len(blocks), 2)]
+        weight = blocks[0].to(x.dtype).flatten(2, self.ndim + 1)  # (in, out, kept modes, 2)
+        modes_shape = re.shape[1:-1]
+        # (batch, *kept, [re, im] * c_in) -> (kept modes, batch, 2 c_in)
+        x_ft = torch.cat([re, im], dim=-1).flatten(1, self.ndim).transpose(0, 1)
+        out = torch.bmm(x_ft, complex_blocks(weight)).transpose(0, 1)
+        out = out.unflatten(1, modes_shape)
+        return truncated_irfftn(out[..., :self.out_channels], out[..., self.out_channels:], rows, spatial)
 
     def _forward_1d(self, x: Tensor) -> Tensor:
         """1D case: :func:`axis_mode_product` on ``(batch, n, 1, c_in)``."""
@@ -189,8 +171,8 @@ class SpectralConv(nn.Module):
         c_out, m1 = self.out_channels, self.modes[0]
         k1, k2 = min(m1, n1 // 2), min(self.modes[1], n2 // 2 + 1)
         rows = 2 * k1
-        forward1, inverse1 = _two_sided_bases(n1, k1, x.dtype, x.device)
-        forward2, inverse2 = _dft_bases(n2, k2, x.dtype, x.device)
+        forward1, inverse1 = two_sided_bases(n1, k1, x.dtype, x.device)
+        forward2, inverse2 = rfft_bases(n2, k2, x.dtype, x.device)
         # first axis, real -> complex: (batch, [re, im], rows, n2 * c_in)
         y = forward1 @ x.reshape(batch, n1, n2 * c_in)
         # second axis, applied to the real and the imaginary part: (batch, [re, im], rows, [cos, -sin], k2, c_in)
