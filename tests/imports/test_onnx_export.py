@@ -126,7 +126,7 @@ def test_a_missing_package_names_the_extra(missing, trained, tmp_path, capsys, m
     run, _ = trained
     monkeypatch.setitem(sys.modules, missing, None)
     one_line_error(capsys, ["export", str(run), str(tmp_path / "x"), "--format", "onnx"],
-                   f"--format onnx needs the {missing} package: pip install 'opformer[onnx]'")
+                   f"--format onnx: the {missing} package is missing; pip install 'opformer[onnx]'")
     assert not (tmp_path / "x").exists()
 
 

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from opformer import __version__
 from opformer.errors import ConfigError
+from opformer.extras import require
 from opformer.io import atomic_replace
 from opformer.models.surrogate import Surrogate
 
@@ -41,12 +42,8 @@ INSTALL = "pip install 'opformer[onnx]' (onnx, onnxscript, onnxruntime)"
 
 def onnx_modules() -> tuple[ModuleType, ModuleType]:
     """The ``onnx`` and ``onnxruntime`` packages (a one-line error naming the extra where one is missing)."""
-    try:
-        import onnx
-        import onnxruntime
-        import onnxscript  # noqa: F401 (torch's exporter needs it)
-    except ImportError as exc:
-        raise ConfigError(f"--format onnx needs the {exc.name} package: {INSTALL}") from None
+    onnx, onnxruntime = require("onnx", "onnx", "--format onnx"), require("onnxruntime", "onnx", "--format onnx")
+    require("onnxscript", "onnx", "--format onnx")  # torch's exporter needs it
     return onnx, onnxruntime
 
 

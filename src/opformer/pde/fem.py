@@ -12,6 +12,7 @@ from types import ModuleType
 import numpy as np
 
 from opformer.errors import ConfigError
+from opformer.extras import require
 from opformer.meshes import cell_measures
 
 #: The vertices of the reference triangle, in the order of a cell's vertices (scikit-fem's affine map).
@@ -20,12 +21,8 @@ REFERENCE_VERTICES = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
 
 def fem_libraries() -> tuple[ModuleType, ModuleType]:
     """``(skfem, triangle)``; ``ConfigError`` naming the ``mesh`` extra when either is missing."""
-    try:
-        import skfem
-        import triangle
-    except ImportError as error:
-        raise ConfigError(f"the finite-element generators need {error.name}: pip install 'opformer[mesh]'") from None
-    return skfem, triangle
+    return (require("skfem", "mesh", "the finite-element generators"),
+            require("triangle", "mesh", "the finite-element generators"))
 
 
 def loop_segments(start: int, count: int) -> np.ndarray:

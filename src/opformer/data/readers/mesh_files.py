@@ -28,6 +28,7 @@ import numpy as np
 
 from opformer.data.readers.source import MeshSource
 from opformer.errors import ConfigError, DataError
+from opformer.extras import require
 from opformer.kinds import OPERATOR, TRAJECTORY
 from opformer.meshes import MeshSample
 
@@ -40,11 +41,7 @@ CELL_DIMENSION = {"vertex": 0, "line": 1, "line3": 1, "triangle": 2, "quad": 2, 
 
 
 def _meshio() -> Any:
-    try:
-        import meshio
-    except ImportError:
-        raise ConfigError("convert mesh needs the meshio package: pip install 'opformer[mesh]'") from None
-    return meshio
+    return require("meshio", "mesh", "convert mesh")
 
 
 def _read(path: Path) -> Any:
