@@ -120,5 +120,6 @@ def test_mismatched_meshes_missing_fields_and_nan_are_one_line_errors(capsys, tm
 
 def test_missing_meshio_is_one_line_naming_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "meshio", None)  # import fails as if not installed
-    with pytest.raises(ConfigError, match=r"^convert mesh: the meshio package is missing; pip install 'opformer\[mesh\]'$"):
+    with pytest.raises(ConfigError, match=r"^convert mesh: the meshio package is missing; "
+                                          r"pip install 'opformer\[mesh\]'$"):
         convert_file("mesh", [tmp_path / "x.vtu"], tmp_path / "o.h5", targets=["u"])
