@@ -21,6 +21,7 @@ from opformer.data.store import read_arrays
 from opformer.errors import ConfigError
 from opformer.imports.onnx_graph import input_shape, relative_l2, write_graph
 from opformer.nn.spectral import SpectralConv
+from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
 
 from tests.imports.onnx_families import FAMILIES, surrogate
@@ -134,3 +135,40 @@ def test_the_graph_input_shape_follows_the_data_signature():
     assert input_shape(surrogate("fno2d", (16, 16)), 3) == (3, 16, 16, 2)
     assert input_shape(surrogate("dpot2d_member", (16, 16)), 1) == (1, 16, 16, 3, 2)
     assert np.prod(input_shape(surrogate("gt_1d", (32,)), 5)) == 5 * 32
+
+
+MESH_MODELS = {
+    "gt_mesh_quadrature": {"name": "galerkin_transformer_mesh", "d_model": 16, "n_head": 2, "n_layers": 1,
+                           "dim_ff": 16, "decoder_width": 8},
+    "ft_mesh_uniform": {"name": "galerkin_transformer_mesh", "attention_type": "fourier", "weighting": "uniform",
+                        "d_model": 16, "n_head": 2, "n_layers": 1, "dim_ff": 16, "decoder_width": 8},
+    "transolver_quadrature": {"name": "transolver", "n_hidden": 16, "n_head": 2, "n_layers": 1, "slice_num": 4,
+                              "weighting": "quadrature"},
+    "mesh_mlp": {"name": "mesh_mlp", "width": 16, "n_layers": 2},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MESH_MODELS))
+@pytest.mark.parametrize("in_channels", [0, 2])
+def test_a_mesh_surrogate_runs_in_onnxruntime_with_any_batch_and_point_count(name, in_channels, tmp_path):
+    from opformer.imports.onnx_graph import example_inputs
+
+    torch.manual_seed(0)
+    spec = {"model": {**MESH_MODELS[name], "in_channels": in_channels, "out_channels": 3}, "normalize_input": "channel",
+            "normalize_target": "channel",
+            "data": {"layout": "mesh", "space_dim": 2, "input_channels": [f"a{i}" for i in range(in_channels)],
+                     "target_channels": ["u0", "u1", "u2"]}}
+    model = Surrogate.from_spec(spec).eval()
+    write_graph(model, tmp_path / "model.onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["x", "pos", "weights", "mask"]
+    generator = torch.Generator().manual_seed(1)
+    for batch in (1, 5):  # 4 and 16 points, the last sample padded
+        inputs = example_inputs(model, batch, generator)
+        with torch.no_grad():
+            expected = model(*inputs.values())
+        got = torch.from_numpy(session.run(["y"], {k: v.numpy() for k, v in inputs.items()})[0])
+        assert got.shape == expected.shape == (batch, 3 * batch + 1, 3)
+        assert relative_l2(got, expected) <= 1e-5
+        assert torch.all(got[~inputs["mask"]] == 0)  # padding gives zeros, as in torch

@@ -35,7 +35,7 @@ from torch import Tensor
 from opformer import __version__
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
-from opformer.imports.onnx_graph import GRAPH, INPUT, OUTPUT, input_shape, onnx_modules, write_graph
+from opformer.imports.onnx_graph import GRAPH, INPUT, OUTPUT, input_shapes, onnx_modules, write_graph
 from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
 from opformer.models.surrogate import Surrogate
 from opformer.runs import SUMMARY, Run, finite_json, recorded_sessions
@@ -168,27 +168,36 @@ def write_onnx(surrogate: Surrogate, path: Path, opset: int | None) -> dict[str,
     error = write_graph(surrogate, path, opset)
     graph = onnx_modules()[0].load(str(path), load_external_data=False)
     return {"file": GRAPH, "opset": next(o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")),
-            "input": INPUT, "output": OUTPUT, "input_shape": ["batch", *input_shape(surrogate, 1)[1:]],
+            "input": INPUT, "output": OUTPUT, "input_shape": input_shapes(surrogate)[INPUT],
+            "inputs": input_shapes(surrogate),
             "relative_l2_vs_torch": error, "sha256": sha256_file(path)}
 
 
 def onnx_card(config: dict[str, Any]) -> list[str]:
     """The card's lines on the ONNX graph: what it takes and gives, and how to run it in Python, C++ and C#."""
     graph, signature = config["onnx"], config["spec"]["data"]
+    inputs = graph.get("inputs", {graph["input"]: graph["input_shape"]})
     shape = ", ".join(map(str, graph["input_shape"]))
-    example = ", ".join(["1", *map(str, graph["input_shape"][1:])])
+    mesh = "pos" in inputs
+    axes = ("The batch and point axes are free: a padded batch, `pos` the points' coordinates, `weights` their "
+            "quadrature weights (summing to 1 over each sample's points, 0 on padding), `mask` (bool) True on real "
+            "points" if mesh else "The batch axis is free, the grid is the one above")
+    example = {name: ", ".join("1" if a == "batch" else "100" if a == "points" else str(a) for a in dims)
+               for name, dims in inputs.items()}
+    fill = {"weights": "np.full(({}), 0.01, dtype=np.float32)", "mask": "np.ones(({}), dtype=bool)"}
+    feeds = [f"{name} = {fill.get(name, 'np.zeros(({}), dtype=np.float32)').format(example[name])}"
+             + ("  # your inputs" if name == graph["input"] else "") for name in inputs]
     return ["", "## Run it without opformer: `model.onnx`", "",
             f"The whole surrogate (normalizers inside) as an ONNX graph (opset {graph['opset']}): input "
             f"`{graph['input']}` of shape `({shape})` in physical units, its last axis the channels "
-            f"{', '.join(signature['input_channels'])}; output `{graph['output']}`, its last axis the channels "
-            f"{', '.join(signature['target_channels'])}; float32. The batch axis is free, the grid is the one "
-            f"above. onnxruntime's output differed from torch's by a relative L2 of "
+            f"{', '.join(signature['input_channels']) or '(none: the coordinates alone)'}; output "
+            f"`{graph['output']}`, its last axis the channels {', '.join(signature['target_channels'])}; float32. "
+            f"{axes}. onnxruntime's output differed from torch's by a relative L2 of "
             f"{graph['relative_l2_vs_torch']:.2g} at export; the graph's metadata_props hold the channels, grid "
             "and `t_in`.", "",
             "```python", "import numpy as np, onnxruntime as ort",
-            'session = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])',
-            f"x = np.zeros(({example}), dtype=np.float32)  # your inputs",
-            f'y = session.run(["{graph["output"]}"], {{"{graph["input"]}": x}})[0]', "```", "",
+            'session = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])', *feeds,
+            f'y = session.run(["{graph["output"]}"], {{{", ".join(f"{n!r}: {n}" for n in inputs)}}})[0]', "```", "",
             "C++ (`onnxruntime_cxx_api.h`), in outline: `Ort::Env env; Ort::Session session(env, \"model.onnx\", "
             "Ort::SessionOptions{});` then `session.Run(Ort::RunOptions{}, {\"x\"}, &input, 1, {\"y\"}, 1)` with "
             "`input = Ort::Value::CreateTensor<float>(memory_info, data, size, shape, rank)`.", "",

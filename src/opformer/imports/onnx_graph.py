@@ -2,8 +2,10 @@
 
 The graph is the whole :class:`~opformer.models.surrogate.Surrogate`: the normalizers are baked in, so it takes
 and gives physical values, channel-last, ``x`` ``(batch, *grid, [t_in,] channels)`` to ``y``. The batch axis is
-dynamic (and, for a model that names a ``points_axis``, its point count: the hook of the mesh models); the grid is
-the run's (the spectral layers' DFT bases are constants of the graph). The spectral layers are traced in their
+dynamic; the grid is the run's (the spectral layers' DFT bases are constants of the graph). A mesh run's graph
+takes a padded batch, ``x`` ``(batch, points, channels)``, ``pos`` ``(batch, points, d)``, ``weights``
+``(batch, points)`` (summing to 1 over each sample's points, 0 on padding) and ``mask`` ``(batch, points)``
+(bool), its point count dynamic too. The spectral layers are traced in their
 truncated DFT matrix form (:mod:`opformer.nn.dft`), which ONNX holds as plain matrix products. The graph's
 metadata (``metadata_props``) records the channels, grid, ``t_in``/``t_out``, the model and opformer's version.
 
@@ -31,10 +33,13 @@ from opformer import __version__
 from opformer.errors import ConfigError
 from opformer.extras import require
 from opformer.io import atomic_replace
+from opformer.models.mesh_surrogate import MESH_LAYOUT
 from opformer.models.surrogate import Surrogate
 
 GRAPH = "model.onnx"
 INPUT, OUTPUT = "x", "y"
+#: a mesh graph's inputs, as the mesh models take them (:mod:`opformer.models.mesh_batch`)
+MESH_INPUTS = (INPUT, "pos", "weights", "mask")
 #: the largest relative L2 distance between onnxruntime's and torch's outputs (float32) an export keeps
 TOLERANCE = 1e-4
 INSTALL = "pip install 'opformer[onnx]' (onnx, onnxscript, onnxruntime)"
@@ -55,26 +60,54 @@ def input_shape(surrogate: Surrogate, batch: int) -> tuple[int, ...]:
     return (batch, *map(int, data["stored_shape"]), *time, len(data["input_channels"]))
 
 
+def on_mesh(surrogate: Surrogate) -> bool:
+    """Whether the surrogate was trained on mesh data (its graph takes a padded batch of points)."""
+    return surrogate.spec["data"].get("layout") == MESH_LAYOUT
+
+
+def input_shapes(surrogate: Surrogate) -> dict[str, list[int | str]]:
+    """Each graph input's shape, its dynamic axes named (``batch``, ``points``)."""
+    if not on_mesh(surrogate):
+        return {INPUT: ["batch", *input_shape(surrogate, 1)[1:]]}
+    data = surrogate.spec["data"]
+    return {INPUT: ["batch", "points", len(data["input_channels"])], "pos": ["batch", "points", data["space_dim"]],
+            "weights": ["batch", "points"], "mask": ["batch", "points"]}
+
+
+def example_inputs(surrogate: Surrogate, batch: int, generator: torch.Generator) -> dict[str, Tensor]:
+    """Inputs in physical units around the training data's statistics; on a mesh, ``batch`` samples of
+    ``3 batch + 1`` points, the last sample padded after its first half (zero weight, mask False)."""
+    if not on_mesh(surrogate):
+        return {INPUT: surrogate.input_normalizer.decode(torch.randn(input_shape(surrogate, batch),
+                                                                     generator=generator))}
+    points = 3 * batch + 1
+    shapes = {name: [batch if axis == "batch" else points if axis == "points" else axis for axis in shape]
+              for name, shape in input_shapes(surrogate).items()}
+    mask = torch.ones(batch, points, dtype=torch.bool)
+    mask[-1, points // 2:] = False
+    weights = torch.rand(shapes["weights"], generator=generator) * mask
+    return {INPUT: surrogate.input_normalizer.decode(torch.randn(shapes[INPUT], generator=generator)),
+            "pos": torch.rand(shapes["pos"], generator=generator),
+            "weights": weights / weights.sum(1, keepdim=True), "mask": mask}
+
+
 def dynamic_shapes(surrogate: Surrogate) -> dict[str, dict[int, Any]]:
-    """The graph's dynamic axes: the batch, and a mesh model's point count (the model's ``points_axis``: the axis
-    of its input that holds the points)."""
-    axes: dict[int, Any] = {0: torch.export.Dim("batch")}
-    points = getattr(surrogate.model, "points_axis", None)
-    if points is not None:
-        axes[int(points)] = torch.export.Dim("points")
-    return {INPUT: axes}
+    """The graph's dynamic axes: the batch, and on a mesh the point count."""
+    dims = {"batch": torch.export.Dim("batch"), "points": torch.export.Dim("points", min=2)}
+    return {name: {axis: dims[size] for axis, size in enumerate(shape) if size in dims}
+            for name, shape in input_shapes(surrogate).items()}
 
 
 def graph_metadata(surrogate: Surrogate) -> dict[str, str]:
     """The ``metadata_props`` of the graph: strings (lists and numbers as JSON)."""
     data = surrogate.spec["data"]
-    shape = input_shape(surrogate, 1)
     recorded = {
         "opformer_version": __version__, "model": surrogate.spec["model"]["name"],
         "input_channels": data["input_channels"], "target_channels": data["target_channels"],
-        "grid": data["stored_shape"], "grid_kinds": data.get("grid", data["periodic"]),
+        "grid": data.get("stored_shape"), "grid_kinds": data.get("grid", data.get("periodic")),
         "lengths": data.get("lengths"), "t_in": data.get("t_in"), "t_out": data.get("t_out"),
-        "input_shape": ["batch", *shape[1:]], "layout": "channel-last, physical units (normalizers inside)",
+        "input_shape": input_shapes(surrogate)[INPUT], "inputs": input_shapes(surrogate),
+        "layout": "channel-last, physical units (normalizers inside)",
     }
     return {key: value if isinstance(value, str) else json.dumps(value) for key, value in recorded.items()}
 
@@ -124,14 +157,15 @@ def _quiet(*names: str) -> Iterator[None]:
 
 
 class _Graph(nn.Module):
-    """The surrogate as the graph's one function: physical ``x`` to physical ``y``."""
+    """The surrogate as the graph's one function: physical ``x`` (and on a mesh the points, weights and mask) to
+    physical ``y``."""
 
     def __init__(self, surrogate: Surrogate) -> None:
         super().__init__()
         self.surrogate = surrogate
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.surrogate(x)
+    def forward(self, *inputs: Tensor) -> Tensor:
+        return self.surrogate(*inputs)
 
 
 def relative_l2(a: Tensor, b: Tensor) -> float:
@@ -151,19 +185,20 @@ def write_graph(surrogate: Surrogate, path: Path, opset: int | None = None, seed
     surrogate = surrogate.to(device="cpu", dtype=torch.float32).eval()
     model = surrogate.spec["model"]["name"]
     generator = torch.Generator().manual_seed(seed)
-    # inputs in physical units around the training data's statistics
-    inputs = [surrogate.input_normalizer.decode(torch.randn(input_shape(surrogate, batch), generator=generator))
-              for batch in (2, 3)]
+    inputs = [example_inputs(surrogate, batch, generator) for batch in (2, 3)]
+    names = list(inputs[0])
     quiet = _quiet("onnxscript", "torch.onnx", "torch.export", "torch._subclasses.fake_tensor")
     with torch.no_grad(), warnings.catch_warnings(), quiet:
         warnings.simplefilter("ignore")
         try:
-            program = torch.onnx.export(_Graph(surrogate), (inputs[0],), dynamo=True, input_names=[INPUT],
-                                        output_names=[OUTPUT], dynamic_shapes=dynamic_shapes(surrogate),
+            shapes = dynamic_shapes(surrogate)
+            program = torch.onnx.export(_Graph(surrogate), tuple(inputs[0].values()), dynamo=True,
+                                        input_names=names, output_names=[OUTPUT],
+                                        dynamic_shapes=(tuple(shapes[name] for name in names),),  # *inputs
                                         opset_version=opset, verbose=False)
         except Exception as exc:  # the exporter raises many kinds; each becomes one line
             raise _refusal(model, "exported", exc) from None
-        expected = [surrogate(x) for x in inputs]
+        expected = [surrogate(*x.values()) for x in inputs]
     graph = program.model_proto
     for key, value in graph_metadata(surrogate).items():
         graph.metadata_props.add(key=key, value=value)
@@ -178,7 +213,7 @@ def write_graph(surrogate: Surrogate, path: Path, opset: int | None = None, seed
         errors = []
         for x, y in zip(inputs, expected):
             try:
-                (out,) = session.run([OUTPUT], {INPUT: x.numpy()})
+                (out,) = session.run([OUTPUT], {name: value.numpy() for name, value in x.items()})
             except Exception as exc:
                 raise _refusal(model, "run by onnxruntime " + onnxruntime.__version__, exc) from None
             errors.append(relative_l2(torch.from_numpy(out), y))
