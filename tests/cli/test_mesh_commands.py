@@ -66,3 +66,87 @@ def test_grid_options_of_evaluate_are_refused_on_a_mesh_run(mesh_run, capsys):
     assert main(["evaluate", str(run), "--resolutions", "64"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--resolutions: for grid runs" in err
+
+
+def user_file(path, counts=(15, 40, 23), seed=5, targets=True):
+    """A user's mesh file: other meshes, other point counts; with or without the true targets."""
+    samples = mesh_samples(counts, seed=seed)
+    if not targets:
+        for s in samples:
+            del s.fields["u"]
+    return write(path, samples, **({} if targets else {"targets": []}))
+
+
+def test_predict_writes_a_mesh_file_of_the_predicted_fields_on_the_users_points(mesh_run, tmp_path, capsys):
+    from opformer import load_surrogate
+
+    run, _ = mesh_run
+    given = user_file(tmp_path / "mine.h5", targets=False)
+    assert main(["predict", str(run), "--input", str(given), "--output", str(tmp_path / "out.h5")]) == 0
+    assert "wrote predictions" in capsys.readouterr().out
+    back, inputs = read_mesh_samples(tmp_path / "out.h5", range(3)), read_mesh_samples(given, range(3))
+    forecaster = load_surrogate(run)
+    assert forecaster.kind == "mesh"
+    for got, sample in zip(back, inputs):
+        assert np.array_equal(got.points, sample.points) and np.array_equal(got.cells, sample.cells)
+        assert np.array_equal(got.fields["a"], sample.fields["a"])
+        alone = forecaster.predict(sample)  # one sample alone, from Python
+        assert got.fields["u"].shape == (len(sample.points), 2)
+        np.testing.assert_allclose(got.fields["u"], alone, rtol=1e-5, atol=1e-6)
+    assert len(forecaster.predict(inputs)) == 3
+
+
+def test_predict_refuses_a_file_without_the_runs_inputs_and_grid_options(mesh_run, tmp_path, capsys):
+    run, _ = mesh_run
+    wrong = write(tmp_path / "w.h5", mesh_samples((12, 14)), inputs=["u"], targets=["a"])
+    cases = [(["--input", str(wrong)], "does not fit"),
+             (["--input", str(user_file(tmp_path / "m.h5")), "--frames", "3"], "--frames: not for a mesh run"),
+             (["--input", str(tmp_path / "m.h5"), "--output", str(tmp_path / "o.npy")], "name it .h5")]
+    for extra, needle in cases:
+        argv = ["predict", str(run), "--output", str(tmp_path / "o.h5"), *extra]
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+        assert not (tmp_path / "o.h5").exists()
+
+
+def test_calibrate_and_predict_coverage_give_per_sample_bounds(mesh_run, tmp_path, capsys):
+    from opformer.trust.mesh_calibration import band_score, load_mesh_calibration
+
+    run, data = mesh_run
+    capsys.readouterr()
+    assert main(["calibrate", str(run), "--coverage", "0.6"]) == 0
+    out = capsys.readouterr().out
+    assert "4 samples" in out and "0.6" in out
+    calibration = load_mesh_calibration(Run(run))
+    # the bound at 0.6 of 4 scores is the ceil(5 * 0.6) = 3rd smallest weighted relative L2 of the test split
+    evaluated = tmp_path / "e.json"
+    assert main(["evaluate", str(run), "--json", str(evaluated)]) == 0
+    bound, factor = calibration.quantiles(0.6)
+    assert bound == pytest.approx(float(calibration.relative_l2[2])) and factor == float(calibration.band[2])
+    assert float(calibration.relative_l2.mean()) == pytest.approx(
+        json.loads(evaluated.read_text())["results"][0]["relative_l2"], rel=1e-5)
+    # the calibration's own test samples as a user's file: bounds per sample, the band covering >= its level there
+    test = write(tmp_path / "test.h5", read_mesh_samples(data, range(6, 10)))
+    assert main(["predict", str(run), "--input", str(test), "--output", str(tmp_path / "b.h5"),
+                 "--coverage", "0.6"]) == 0
+    back = read_mesh_samples(tmp_path / "b.h5", range(4))
+    assert all(s.settings["bound_relative_l2"] == pytest.approx(bound) for s in back)
+    assert all(s.settings["flagged"] == 0 for s in back)  # the calibration's own inputs are inside its range
+    inside = [float(np.abs(s.fields["u"] - t.fields["u"]).max()) <= s.settings["band_half_width"] * (1 + 1e-5)
+              for s, t in zip(back, read_mesh_samples(test, range(4)))]
+    assert sum(inside) >= 3
+    # a sample of more points than any calibration sample is unlike the calibration: flagged
+    far = user_file(tmp_path / "far.h5", counts=(60,), targets=False)
+    assert main(["predict", str(run), "--input", str(far), "--output", str(tmp_path / "f.h5"),
+                 "--coverage", "0.6"]) == 0
+    assert read_mesh_samples(tmp_path / "f.h5", [0])[0].settings["flagged"] == 1
+    w = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    assert float(band_score(torch.tensor([[1.0], [1.0]]), torch.tensor([[1.0], [0.5]]), w)) == pytest.approx(0.5)
+
+
+def test_calibrate_refuses_the_split_training_saw(mesh_run, capsys):
+    run, _ = mesh_run
+    capsys.readouterr()
+    assert main(["calibrate", str(run), "--split", "val"]) == 2
+    assert "--split val: the run was selected on it" in capsys.readouterr().err
