@@ -150,3 +150,30 @@ def test_calibrate_refuses_the_split_training_saw(mesh_run, capsys):
     capsys.readouterr()
     assert main(["calibrate", str(run), "--split", "val"]) == 2
     assert "--split val: the run was selected on it" in capsys.readouterr().err
+
+
+def test_plot_draws_truth_prediction_and_error_on_the_triangulation(mesh_run, tmp_path, capsys):
+    run, _ = mesh_run
+    assert main(["plot", str(run), "--out", str(tmp_path), "--samples", "2"]) == 0
+    assert (tmp_path / "predictions.png").stat().st_size > 0 and (tmp_path / "losses.png").is_file()
+    capsys.readouterr()
+    assert main(["plot", str(run), "--out", str(tmp_path), "--coverage", "0.9"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "per sample" in err
+
+
+def test_export_then_import_predicts_bit_identically(mesh_run, tmp_path, capsys):
+    run, _ = mesh_run
+    assert main(["calibrate", str(run), "--coverage", "0.6"]) == 0
+    assert main(["export", str(run), str(tmp_path / "repo")]) == 0
+    assert "mesh: 2D points" in (tmp_path / "repo" / "README.md").read_text()
+    assert main(["import", "opformer", str(tmp_path / "repo"), "--out", str(tmp_path / "back")]) == 0
+    given = user_file(tmp_path / "mine.h5", targets=False)
+    for name in ("run", "back"):
+        folder = run if name == "run" else tmp_path / "back"
+        assert main(["predict", str(folder), "--input", str(given), "--output", str(tmp_path / f"{name}.h5"),
+                     "--coverage", "0.6"]) == 0
+    original, imported = (read_mesh_samples(tmp_path / f"{n}.h5", range(3)) for n in ("run", "back"))
+    for a, b in zip(original, imported):
+        assert np.array_equal(a.fields["u"], b.fields["u"]) and a.settings == b.settings
+    assert Run(tmp_path / "back").kind == "mesh"
