@@ -33,6 +33,7 @@ from opformer import __version__
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
 from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
+from opformer.models.mesh_surrogate import MESH_LAYOUT
 from opformer.runs import SUMMARY, Run, finite_json, recorded_sessions
 
 FORMAT = "opformer-model"
@@ -187,7 +188,7 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
              f"`{spec.get('boundary', 'none')}`", "",
              "## Data", "",
              f"- inputs: {', '.join(signature['input_channels'])}; targets: {', '.join(signature['target_channels'])}",
-             _mesh_line(signature) if signature.get("layout") == "mesh" else
+             _mesh_line(signature) if signature.get("layout") == MESH_LAYOUT else
              f"- grid: {' x '.join(map(str, signature['stored_shape']))}, kinds "
              f"{', '.join(_kind(k) for k in signature.get('grid', signature['periodic']))}, lengths "
              f"{', '.join(_value(v) for v in signature.get('lengths', []))}",

@@ -19,6 +19,7 @@ from opformer.data.mesh_splits import Rows, sample_rows
 from opformer.data.store import MeshFile, write_mesh_dataset
 from opformer.data.store.mesh import channel_names
 from opformer.errors import ConfigError, DataError
+from opformer.kinds import MESH, OPERATOR
 from opformer.meshes import MeshSample
 from opformer.models.inference import check_mesh_compatible, predict_mesh
 from opformer.runs import Run
@@ -34,7 +35,7 @@ class MeshForecaster:
     on ``device``; ``calibration`` (attached by :func:`open_mesh_forecaster` where the run has one) gives the
     bounds."""
 
-    kind = "mesh"
+    kind = MESH
 
     def __init__(self, run: Run, device: torch.device, batch_size: int,
                  calibration: MeshCalibration | None = None) -> None:
@@ -110,7 +111,7 @@ def predict_mesh_file(run: Run, input_path: str | os.PathLike, output_path: str 
     with MeshFile(src) as data:
         info = data.info
         check_mesh_compatible(forecaster.surrogate, info, forecaster.source, targets=False)
-        if info.mesh["task"] != "operator":
+        if info.mesh["task"] != OPERATOR:
             raise DataError(f"{src}: holds mesh trajectories; {forecaster.source} maps operator inputs")
         inputs = [name for name, _ in info.mesh["inputs"]]
         clash = [name for name, _ in forecaster.target_fields if name in inputs]
