@@ -33,14 +33,14 @@ NEW, RESOLUTION, COVERAGE = 8, 16, 0.9
 #: The GT on meshes at a small width (quadrature-weighted Galerkin attention, the paper's layer norms).
 MODEL = {"name": "galerkin_transformer_mesh", "d_model": 32, "n_head": 2, "n_layers": 2, "dim_ff": 64,
          "decoder_width": 32, "in_channels": 0, "out_channels": 4, "weighting": "quadrature"}
-EPOCHS = 40
+EPOCHS = 25
 
 
 def quickstart_config(data_path: str, seed: int = 1127802) -> dict[str, Any]:
     """The run config of the mesh quickstart."""
     return {"seed": seed, "model": dict(MODEL),
             "data": {"path": data_path, **SAMPLES, "normalize_input": "channel", "normalize_target": "channel"},
-            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 1e-5}, "schedule": {"name": "onecycle"},
+            "optim": {"name": "adamw", "lr": 3e-3, "weight_decay": 1e-5}, "schedule": {"name": "onecycle"},
             "train": {"epochs": EPOCHS, "batch_size": 8, "grad_clip": 1.0}}
 
 
