@@ -12,6 +12,11 @@
 #   7. burgers_seeds      Galerkin Transformer on Burgers, the paper's recipe with seeds 1..10, then the same seeds
 #                         with the authors' attention dropout of half of K^T V in training (Cao 2021, Figure 8b: on
 #                         the CPU 2 of 5 seeds diverged, docs/training.md, "A finite loss spike")
+#   8. geo_fno_elasticity, geo_fno_airfoil, geo_fno_pipe  GT on meshes (quadrature-weighted) and Transolver (the
+#                         authors' configuration) on Geo-FNO's published files (Transolver Table 1): only where
+#                         GEO_FNO_DIR holds them (they cannot be downloaded on the lent machines: these rows are "not
+#                         run" until someone with the files runs them); plasticity holds trajectories on a mesh, which
+#                         the mesh loader does not train (operator splits only): no row
 # Rows not yet run come first; then rows cut short by their time limit resume (their run folders come back), then
 # rows that failed are tried again.
 #
@@ -36,6 +41,7 @@ SEEDS=${SEEDS:-10}
 PARALLEL=${PARALLEL:-10}
 CARRIED=${CARRIED:-.gpu_rows}
 ORDER=(kolmogorov64 darcy141 smoke64 turbulence32 dpot_ti inverse_darcy141 burgers_seeds)
+if [ -n "${GEO_FNO_DIR:-}" ]; then ORDER+=(geo_fno_elasticity geo_fno_airfoil geo_fno_pipe); fi
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 STATE=$RESULTS/state.txt
@@ -294,6 +300,20 @@ row_burgers_seeds() {
   [ "$plain" = failed ] || [ "$dropped" = failed ] && state=failed
   finish burgers_seeds "$state" "${runs[@]}"
 }
+
+row_geo_fno() {  # row_geo_fno LAYOUT FILE...: GEO_FNO_DIR's files converted, GT on meshes and Transolver side by side
+  local layout=$1; shift
+  local row=geo_fno_$layout file=$DATA/geo_fno_$layout.h5 paths=() f
+  for f in "$@"; do paths+=("$GEO_FNO_DIR/$f"); done
+  [ -f "$file" ] || step $row convert 420 $PY -m opformer convert geo-fno "${paths[@]}" --out "$file" || return 1
+  local state; state=$(both $row ${row}_gt configs/mesh/${row}_gt.yaml ${row}_transolver \
+    configs/mesh/${row}_transolver.yaml --set data.path="$file")
+  evaluate $row ${row}_gt; evaluate $row ${row}_transolver
+  finish $row "$state" ${row}_gt ${row}_transolver
+}
+row_geo_fno_elasticity() { row_geo_fno elasticity Random_UnitCell_XY_10.npy Random_UnitCell_sigma_10.npy; }
+row_geo_fno_airfoil() { row_geo_fno airfoil NACA_Cylinder_X.npy NACA_Cylinder_Y.npy NACA_Cylinder_Q.npy; }
+row_geo_fno_pipe() { row_geo_fno pipe Pipe_X.npy Pipe_Y.npy Pipe_Q.npy; }
 
 # The machine.
 if [ "$SMALL" = 1 ]; then

@@ -95,3 +95,11 @@ def test_pointwise_statistics_on_cell_grids_are_interpolated_between_cell_centre
     cells.mean.copy_(torch.tensor([[1.0], [3.0], [5.0], [7.0]]))  # 8 x
     assert cells.decode(torch.zeros(1, 2, 1))[0, :, 0].tolist() == [2.0, 6.0]
     assert cells.decode(torch.zeros(1, 8, 1))[0, :, 0].tolist() == [1.0, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.0]
+
+
+def test_a_channel_normalizer_fits_zero_channels():
+    """A mesh operator whose input is the coordinates alone has 0 input channels: the fit is empty, not an error."""
+    from opformer.data.normalize import UnitGaussianNormalizer
+
+    norm = UnitGaussianNormalizer("channel", (), 0, ()).fit(torch.zeros(7, 0))
+    assert norm.encode(torch.zeros(2, 5, 0)).shape == (2, 5, 0)

@@ -96,6 +96,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from opformer.serve.predict import PositionWarning, predict_file
 
     output_path("--output", args.output, force=args.force, folders=True)
+    if _is_mesh_run(args.run):
+        return _predict_mesh(args)
     if args.tolerance is not None:
         from opformer.serve.fallback import REPORT_SUFFIX, predict_with_fallback
 
@@ -118,6 +120,35 @@ def cmd_predict(args: argparse.Namespace) -> int:
                             device=args.device, member=args.member, coverage=args.coverage, joint=args.joint,
                             start=args.start, score=args.score)
     _notes(caught)
+    print(f"wrote predictions to {path}"
+          + (f" with error bounds at coverage {args.coverage:g}" if args.coverage is not None else ""))
+    return 0
+
+
+def _is_mesh_run(path: str) -> bool:
+    """Whether ``path`` is a run directory of a mesh run (errors about the run are left to the command)."""
+    from opformer.errors import OpformerError
+    from opformer.kinds import MESH
+    from opformer.runs import Run
+
+    try:
+        return Run(path).kind == MESH
+    except OpformerError:
+        return False
+
+
+def _predict_mesh(args: argparse.Namespace) -> int:
+    """``opformer predict`` on a mesh run: a mesh file in, a mesh file of predicted fields out."""
+    from opformer.runs import Run
+    from opformer.serve.mesh_predict import predict_mesh_file
+
+    grid = {"--frames": args.frames, "--member": args.member, "--start": args.start, "--score": args.score,
+            "--joint": args.joint or None, "--tolerance": args.tolerance}
+    for option, value in grid.items():
+        if value is not None:
+            raise ConfigError(f"{option}: not for a mesh run ({args.run} predicts each sample of a mesh file)")
+    path = predict_mesh_file(Run(args.run), args.input, args.output, batch_size=args.batch_size,
+                             device=args.device, coverage=args.coverage)
     print(f"wrote predictions to {path}"
           + (f" with error bounds at coverage {args.coverage:g}" if args.coverage is not None else ""))
     return 0

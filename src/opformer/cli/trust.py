@@ -37,16 +37,47 @@ def parse_coverages(text: str) -> tuple[float, ...]:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``opformer calibrate RUN``: calibrate, store, print the bounds at the chosen coverages."""
-    from opformer.runs import CALIBRATION
+    from opformer.kinds import MESH
+    from opformer.runs import CALIBRATION, Run
     from opformer.trust.calibrating import calibrate_run
 
     coverages = parse_coverages(args.coverage)
+    run = Run(args.run)
+    if run.kind == MESH:
+        return _calibrate_mesh(run, args, coverages)
     calibration = calibrate_run(args.run, args.data, split=args.split, frames=args.frames, device=args.device,
                                 batch_size=args.batch_size, resolution=args.resolution, start=args.start,
                                 backtest=args.backtest)
     where = ", ".join(d["path"] for d in calibration.source["data"])
     print(f"{args.run}: calibrated on {where} ({calibration.source['split']} split); bounds on the relative L2 error:")
     print(format_calibration(calibration, coverages))
+    print(f"wrote {args.run}/{CALIBRATION}")
+    return 0
+
+
+def _calibrate_mesh(run: Any, args: argparse.Namespace, coverages: tuple[float, ...]) -> int:
+    """``opformer calibrate`` on a mesh run: per-sample weighted relative L2 and band scores, stored and printed."""
+    from opformer.runs import CALIBRATION
+    from opformer.trust.mesh_calibration import calibrate_mesh_run
+
+    grid = {"--frames": args.frames, "--resolution": args.resolution, "--start": args.start or None,
+            "--backtest": args.backtest or None}
+    for option, value in grid.items():
+        if value is not None:
+            raise ConfigError(f"{option}: for grid runs; {run.path} is a mesh run (calibrated on the file's points)")
+    calibration = calibrate_mesh_run(run, args.data, split=args.split or "test", device=args.device,
+                                     batch_size=args.batch_size)
+    where = calibration.source["data"][0]["path"]
+    print(f"{args.run}: calibrated on {where} ({calibration.source['split']} split, {calibration.samples} samples); "
+          "bounds on the quadrature-weighted relative L2 error, and the band's half width over the prediction's "
+          "weighted RMS:")
+    print(f"{'coverage':>8}  {'bound':>11}  {'band factor':>11}  {'holds with':>10}")
+    for row in calibration.rows(coverages):
+        print(f"{row['coverage']:>8g}  {row['relative_l2_bound']:>11.3e}  {row['band_factor']:>11.3e}  "
+              f"{row['expected_coverage']:>10.3f}")
+    if any(row["relative_l2_bound"] == float("inf") for row in calibration.rows(coverages)):
+        print("note: too few calibration samples for some coverage (the bound is inf): need at least "
+              "ceil(c / (1 - c)) samples")
     print(f"wrote {args.run}/{CALIBRATION}")
     return 0
 

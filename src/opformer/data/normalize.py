@@ -82,7 +82,7 @@ class _Moments:
         self.squares: torch.Tensor | float = 0.0
 
     def add(self, chunk: torch.Tensor) -> None:
-        flat = chunk.double() if self.pointwise else chunk.double().reshape(-1, chunk.shape[-1])
+        flat = chunk.double() if self.pointwise else chunk.double().flatten(0, -2)  # (rows, channels); 0 channels too
         if self.shift is None:
             self.shift = flat.mean(dim=0)
         centred = flat - self.shift

@@ -5,6 +5,8 @@
   one data file (the run's own by default) at one or several resolutions;
 - *mixture* runs without a data file: :func:`opformer.eval.mixture.evaluate_mixture`, a row per member (with a data
   file, the file alone: refused, as a mixture model's members have other grids and channels);
+- *mesh* runs: :func:`opformer.eval.mesh_evaluation.evaluate_mesh_run`, the quadrature-weighted relative L2
+  beside the plain one on one split of a mesh file (the run's own by default);
 - *imported* trajectory weights (:attr:`opformer.runs.Run.as_member`): :func:`opformer.eval.mixture.evaluate_file`,
   the file as one member of a mixture, on its stored grid.
 """
@@ -19,7 +21,8 @@ from typing import Any
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import evaluate_run, format_table, format_well_table
 from opformer.eval.mixture import evaluate_file, evaluate_mixture, format_mixture_table
-from opformer.kinds import IMPORTED, MIXTURE
+from opformer.eval.mesh_evaluation import evaluate_mesh_run, format_mesh_table
+from opformer.kinds import IMPORTED, MESH, MIXTURE
 from opformer.runs import Run
 
 
@@ -62,6 +65,15 @@ def evaluate(run: str | os.PathLike | Run, data: str | os.PathLike | None = None
     if input_noise is not None and per_member:
         raise ConfigError("--input-noise: for runs evaluated on one file of operator pairs (not a mixture run's "
                           "members, not imported trajectory weights)")
+    if kind == MESH:
+        given = {"--resolutions": resolutions, "--frames": frames, "--paper-lengths": paper_lengths or None,
+                 "--metrics well": well_windows, "--input-noise": input_noise}
+        for option, value in given.items():
+            if value is not None:
+                raise ConfigError(f"{option}: for grid runs; {run.path} is a mesh run (evaluated on the file's points)")
+        data = data or run.config.data.path
+        rows = evaluate_mesh_run(run, data, split, device)
+        return Evaluation(rows, str(data), split, format_mesh_table(rows, f"{run.path} on {data} ({split} split)"))
     if run.as_member:
         if resolutions is not None:
             raise ConfigError("--resolutions: imported trajectory weights are evaluated on the file's stored grid")

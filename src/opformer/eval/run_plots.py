@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +12,15 @@ from typing import Any
 import torch
 
 from opformer.data.pairs import load_split, split_options
-from opformer.data.store import read_info
+from opformer.data.store import read_info, read_mesh_samples
 from opformer.errors import ConfigError
 from opformer.eval.evaluate import first_test_samples, rollout_row, single_file_run
+from opformer.eval.mesh_evaluation import mesh_errors, mesh_split
+from opformer.eval.mesh_plots import plot_mesh_predictions
 from opformer.eval.mixture import imported_member, member_rollout, member_splits
 from opformer.eval.plots import (animate_rollout, plot_losses, plot_predictions_1d, plot_predictions_2d,
                                  plot_rollout_errors, plot_rollout_frames)
-from opformer.kinds import TRAJECTORY
+from opformer.kinds import MESH, TRAJECTORY
 from opformer.models.inference import check_compatible, predict
 from opformer.models.surrogate import Surrogate
 from opformer.runs import Run
@@ -32,6 +35,9 @@ def check_bands(run: Run) -> None:
     """Calibrated bands are drawn for runs trained on one data file; a one-line error for others."""
     if run.config.data.mixture or run.config.imported:
         raise ConfigError("--coverage: bands are drawn for runs trained on one data file (1D predictions, rollouts)")
+    if run.kind == MESH:
+        raise ConfigError("--coverage: a mesh run's bounds are per sample; `opformer predict RUN --input FILE "
+                          "--coverage C` writes them beside the predictions")
 
 
 def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | None = None,
@@ -58,6 +64,10 @@ def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | No
     if run.as_member:
         out.mkdir(parents=True, exist_ok=True)
         return [plot_imported_rollout(run, data_path, out, device)]
+    if run.kind == MESH:
+        out.mkdir(parents=True, exist_ok=True)
+        return [plot_losses(run_dir / "metrics.csv", out / "losses.png"),
+                plot_mesh_run(run, data_path, out / "predictions.png", samples, dev)]
     if run_config.data.mixture and data_path is None:
         out.mkdir(parents=True, exist_ok=True)
         return [plot_losses(run_dir / "metrics.csv", out / "losses.png"), *plot_mixture_rollouts(run, out, dev)]
@@ -72,6 +82,21 @@ def plot_run(run_dir: str | os.PathLike | Run, data_path: str | os.PathLike | No
                                        run_dir.name, dev, bounds, bound_label)
     return [*written, plot_test_predictions(run, data_path, out / "predictions.png", samples, dev, bounds,
                                             bound_label)]
+
+
+def plot_mesh_run(run: Run, data_path: str | os.PathLike | None, path: Path, samples: int, device: torch.device
+                  ) -> Path:
+    """The first ``samples`` test samples of a mesh run (of its file, or of ``data_path``): truth, prediction and
+    error of each target channel on the triangulation, each titled with its weighted relative L2."""
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected at least 1")
+    data = data_path or run.config.data.path
+    held = mesh_split(run, data, "test")
+    chosen = range(held.samples.start, min(held.samples.stop, held.samples.start + samples))
+    predictions = mesh_errors(run, replace(held, rows=held.rows[:len(chosen)]), device).predictions
+    names = [name for name, _ in held.info.mesh["targets"]]
+    return plot_mesh_predictions(read_mesh_samples(data, chosen), [p.numpy() for p in predictions], names, path,
+                                 title=f"{run.path.name}: test samples of {Path(data).name}")
 
 
 def plot_test_predictions(run: Run, data_path: str | os.PathLike | None, path: Path, samples: int = 4,

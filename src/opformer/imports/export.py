@@ -37,6 +37,7 @@ from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, OpformerError
 from opformer.imports.onnx_graph import GRAPH, INPUT, OUTPUT, input_shapes, onnx_modules, write_graph
 from opformer.io import atomic_folder, atomic_replace, read_json, sha256_file, write_atomic
+from opformer.models.mesh_surrogate import MESH_LAYOUT
 from opformer.models.surrogate import Surrogate
 from opformer.runs import SUMMARY, Run, finite_json, recorded_sessions
 
@@ -242,6 +243,7 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
              f"`{spec.get('boundary', 'none')}`", "",
              "## Data", "",
              f"- inputs: {', '.join(signature['input_channels'])}; targets: {', '.join(signature['target_channels'])}",
+             _mesh_line(signature) if signature.get("layout") == MESH_LAYOUT else
              f"- grid: {' x '.join(map(str, signature['stored_shape']))}, kinds "
              f"{', '.join(_kind(k) for k in signature.get('grid', signature['periodic']))}, lengths "
              f"{', '.join(_value(v) for v in signature.get('lengths', []))}",
@@ -278,6 +280,12 @@ def model_card(config: dict[str, Any], parameters: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mesh_line(signature: dict[str, Any]) -> str:
+    """The model card's line on a mesh run's points."""
+    return (f"- mesh: {signature['space_dim']}D points, any number per sample (the model's sums weighted by each "
+            "mesh's quadrature weights, read from the mesh file)")
+
+
 def _calibration_text(calibration: dict[str, Any] | None) -> str:
     """The model card's line on the calibration the repository carries (or why it carries none)."""
     if not calibration or not calibration.get("included"):
@@ -286,7 +294,8 @@ def _calibration_text(calibration: dict[str, Any] | None) -> str:
     meta = calibration["meta"]
     source = meta.get("source", {})
     files = ", ".join(f"`{d.get('path')}`" for d in source.get("data", []) if isinstance(d, dict))
-    chosen = ", ".join(f"{name + ': ' if name else ''}{c.get('score')}" for name, c in meta.get("chosen", {}).items())
+    chosen = ", ".join(f"{name + ': ' if name else ''}{c.get('score')}" for name, c in meta.get("chosen", {}).items()
+                       ) or "quadrature-weighted relative_l2"  # a mesh run's calibration has one score
     return (f"Calibrated on {files or 'unrecorded files'} (split {source.get('split')}; per-sample score {chosen}); "
             f"the calibration is in `{CALIBRATION_TENSORS}`, checksummed in config.json, and the imported run keeps "
             "it: `opformer predict RUN --coverage 0.9` and `load_surrogate(RUN).bounds(...)` answer. Its guarantee "

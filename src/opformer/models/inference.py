@@ -1,6 +1,7 @@
 """A surrogate applied: batched prediction, the steps of a rollout, frames resized for a model whose weights fix
 its grid, and the check that a data file fits the model. Evaluation, calibration, training's validation and
-serving (``opformer predict``) share these.
+serving (``opformer predict``) share these; :func:`predict_mesh` applies a mesh surrogate to samples of
+varying point counts.
 
 A step maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the next ``t_out`` frames
 (temporal bundling); a rollout feeds its own predictions back as context.
@@ -8,13 +9,16 @@ A step maps ``t_in`` context frames ``(batch, *spatial, t_in, channels)`` to the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
+from opformer.data.mesh_splits import Rows, pad
 from opformer.data.resize import resize
 from opformer.data.store import DatasetInfo
 from opformer.errors import DataError
+from opformer.kinds import MESH
+from opformer.models.mesh_surrogate import MeshSurrogate
 from opformer.models.surrogate import Surrogate
 
 #: A model call on context frames: ``(batch, *spatial, t_in, channels)`` -> the next frames.
@@ -92,3 +96,36 @@ def check_compatible(surrogate: Surrogate, info: DatasetInfo, source: str,
             f"{info.path}: {info.ndim}D data with channels {inputs} -> {targets} does not "
             f"fit {source}, a model of {len(data['stored_shape'])}D data with channels {data['input_channels']} -> "
             f"{data['target_channels']}")
+
+
+@torch.no_grad()
+def predict_mesh(surrogate: MeshSurrogate, rows: Sequence[Rows], batch_size: int, device: torch.device
+                 ) -> list[torch.Tensor]:
+    """A mesh surrogate applied to samples' rows (:func:`opformer.data.mesh_splits.sample_rows`), ``batch_size``
+    samples padded together per call; each sample's prediction ``(points, out_channels)`` on the CPU, unpadded
+    (a padded batch gives each sample what it alone gives)."""
+    surrogate.eval()
+    dtype = next(surrogate.parameters()).dtype
+    outputs: list[torch.Tensor] = []
+    for start in range(0, len(rows), batch_size):
+        part = rows[start:start + batch_size]
+        x, pos, weights, mask, _ = pad(list(part))
+        pred = surrogate(x.to(device, dtype), pos.to(device, dtype), weights.to(device, dtype), mask.to(device))
+        outputs.extend(pred[b, :len(r[1])].cpu() for b, r in enumerate(part))
+    return outputs
+
+
+def check_mesh_compatible(surrogate: MeshSurrogate, info: DatasetInfo, source: str, targets: bool = True) -> None:
+    """Raise a one-line error unless a mesh file holds the fields a mesh run maps (its inputs; with ``targets``,
+    its targets too) on points of the run's dimension."""
+    data = surrogate.spec["data"]
+    if info.kind != MESH:
+        raise DataError(f"{info.path}: holds {info.kind} data on a grid; {source} is a model of mesh data")
+    fits = info.mesh["dim"] == data["space_dim"] and list(info.input_channels) == data["input_channels"]
+    if targets:
+        fits = fits and info.has_target and list(info.target_channels) == data["target_channels"]
+    if not fits:
+        held = list(info.target_channels) if info.has_target else "no targets"
+        raise DataError(f"{info.path}: {info.mesh['dim']}D mesh data with channels {list(info.input_channels)} -> "
+                        f"{held} does not fit {source}, a model of {data['space_dim']}D mesh data with channels "
+                        f"{data['input_channels']} -> {data['target_channels']}")

@@ -20,7 +20,8 @@ class MeshSurrogate(nn.Module):
     zero on padding.
 
     ``spec`` as :class:`~opformer.models.surrogate.Surrogate`'s, with ``data`` ``{"layout": "mesh", "space_dim",
-    "input_channels", "target_channels"}``; the normalizers keep one mean and standard deviation per channel
+    "input_channels", "target_channels", "input_fields", "target_fields"}`` (the fields as ``[name, channels]``
+    pairs); the normalizers keep one mean and standard deviation per channel
     (``channel``) or none (``none``): a mesh has no grid for point-wise statistics. The model is a mesh model
     (``model(x, pos, weights, mask)``, :mod:`opformer.models.mesh_batch`).
     """

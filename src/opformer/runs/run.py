@@ -19,7 +19,8 @@ import torch
 
 from opformer.errors import CheckpointError, ConfigError, StorageError
 from opformer.io import atomic_replace, sha256_file
-from opformer.kinds import IMPORTED, MIXTURE, OPERATOR, TRAJECTORY
+from opformer.kinds import IMPORTED, MESH, MIXTURE, OPERATOR, TRAJECTORY
+from opformer.models.mesh_surrogate import MESH_LAYOUT
 from opformer.models.surrogate import Surrogate
 from opformer.runs.checkpoint import checksum, load_checkpoint, load_weights, surrogate_of
 from opformer.runs.directory import CALIBRATION, CONFIG, run_checkpoint
@@ -126,12 +127,13 @@ class Run:
 
     @property
     def data_kind(self) -> str:
-        """The kind of data the model maps: ``operator`` or ``trajectory``."""
-        return TRAJECTORY if "t_in" in self.surrogate.spec["data"] else OPERATOR
+        """The kind of data the model maps: ``operator``, ``trajectory`` or ``mesh`` (operator pairs on meshes)."""
+        data = self.surrogate.spec["data"]
+        return MESH if data.get("layout") == MESH_LAYOUT else TRAJECTORY if "t_in" in data else OPERATOR
 
     @property
     def kind(self) -> str:
-        """``imported``, ``mixture``, else the kind of its data (``operator`` or ``trajectory``)."""
+        """``imported``, ``mixture``, else the kind of its data (``operator``, ``trajectory`` or ``mesh``)."""
         return IMPORTED if self.is_imported else MIXTURE if self.is_mixture else self.data_kind
 
     def eval_batch_size(self, batch_size: int | None = None) -> int:

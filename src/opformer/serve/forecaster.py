@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,12 +27,16 @@ from opformer.data.readers.source import OPERATOR, TRAJECTORY
 from opformer.data.store import read_info
 from opformer.errors import CheckpointError, ConfigError, DataError
 from opformer.grids import axis_kinds
+from opformer.kinds import MESH
 from opformer.models.inference import ResizedStep, Step, predict, rollout
 from opformer.runs import Run
 from opformer.runtime import resolve_device
 from opformer.trust.bounds import Bounds, BoundsAt, Calibration
 from opformer.trust.estimates import backtest_errors
 from opformer.trust.storage import load_calibration
+
+if TYPE_CHECKING:
+    from opformer.serve.mesh_predict import MeshForecaster
 
 
 class Forecaster:
@@ -338,7 +342,7 @@ def open_forecaster(run_dir: str | os.PathLike | Run, device: str = "auto", batc
 
 
 def load_surrogate(run_dir: str | os.PathLike | Run, device: str = "auto", batch_size: int | None = None
-                   ) -> Forecaster:
+                   ) -> Forecaster | MeshForecaster:
     """Open a trained (or imported) run for predictions: ``opformer.load_surrogate``.
 
     Parameters
@@ -354,7 +358,8 @@ def load_surrogate(run_dir: str | os.PathLike | Run, device: str = "auto", batch
     -------
     Forecaster
         The run's surrogate in physical units, with the run's calibration attached when it has one (checked
-        against the checkpoint), so that :meth:`Forecaster.bounds` answers.
+        against the checkpoint), so that :meth:`Forecaster.bounds` answers. A mesh run's is a
+        :class:`~opformer.serve.mesh_predict.MeshForecaster` (mesh samples in, their predicted fields out).
 
     Raises
     ------
@@ -363,4 +368,8 @@ def load_surrogate(run_dir: str | os.PathLike | Run, device: str = "auto", batch
         checkpoint.
     """
     run = Run.open(run_dir)
+    if run.kind == MESH:  # mesh samples in, each sample's predicted fields out
+        from opformer.serve.mesh_predict import open_mesh_forecaster
+
+        return open_mesh_forecaster(run, device, batch_size, calibrated=run.calibrated)
     return open_forecaster(run, device, batch_size, calibrated=run.calibrated)

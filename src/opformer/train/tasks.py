@@ -490,9 +490,12 @@ class MeshTask:
         self.uniform_error = math.nan
 
     def spec_data(self) -> dict[str, Any]:
-        """The data signature stored in the surrogate's spec."""
-        return {"layout": MESH_LAYOUT, "space_dim": self.info.mesh["dim"], "input_channels": self.input_channels,
-                "target_channels": self.target_channels}
+        """The data signature stored in the surrogate's spec (the fields' names and channel counts too: what
+        ``opformer predict`` reads from a user's mesh file and writes)."""
+        mesh = self.info.mesh
+        return {"layout": MESH_LAYOUT, "space_dim": mesh["dim"], "input_channels": self.input_channels,
+                "target_channels": self.target_channels,
+                "input_fields": [list(f) for f in mesh["inputs"]], "target_fields": [list(f) for f in mesh["targets"]]}
 
     def check_fit(self, model: torch.nn.Module) -> None:
         """A mesh surrogate whose output has the targets' channels."""
