@@ -1,11 +1,11 @@
-# Commands that work on a fresh clone: `make demo`, `make demo-dpot`, `make test` and `make docs`.
+# Commands that work on a fresh clone: `make demo`, `make demo-dpot`, `make demo-mesh`, `make test` and `make docs`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch 2.13 lies on disk on our machines; pinning it avoids a multi-GB CUDA download.
 TORCH := torch==2.13.0
 
-.PHONY: demo demo-dpot test test-fast docs clean
+.PHONY: demo demo-dpot demo-mesh test test-fast docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ demo: $(VENV)/.installed
 
 demo-dpot: $(VENV)/.installed
 	$(BIN)/opformer quickstart dpot --out runs/quickstart-dpot
+
+demo-mesh: $(VENV)/.installed
+	$(BIN)/opformer quickstart mesh --out runs/quickstart-mesh
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -194,6 +194,17 @@ def relative_l2(u: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.linalg.norm(u - ref, axis=1) / np.linalg.norm(ref, axis=1)
 
 
+def median_seconds(call: Callable[[], Any], repeats: int) -> float:
+    """The median wall time of ``call()`` over ``repeats`` calls after one warm-up call."""
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def kept_rows(results: str | Path, name: str, rows: dict[str, dict[str, Any]], key: str = "runs",
               order: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
     """The list ``key`` of the results ``name``.json in ``results`` after this invocation: its ``rows`` (by their

@@ -12,7 +12,6 @@ benchmarks/results/systems/onnx_speed.json, .md::
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, table_row, \
-    write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, median_seconds, page, table_head, \
+    table_row, write_results
 from opformer.models.registry import preset
 
 # preset -> (grid, what the paper ran it on)
@@ -45,16 +44,6 @@ def spec(name: str, grid: tuple[int, ...]) -> dict[str, Any]:
     else:
         data["target_channels"] = ["u"]
     return {"model": model, "normalize_input": "channel", "normalize_target": "channel", "data": data}
-
-
-def median_seconds(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(name: str, repeats: int, folder: Path) -> dict[str, Any]:

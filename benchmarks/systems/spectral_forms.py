@@ -11,14 +11,12 @@ benchmarks/results/systems/spectral_forms.json, .md::
 from __future__ import annotations
 
 import os
-import statistics
-import time
 from typing import Any
 
 import torch
 
-from benchmarks.harness import argument_parser, describe_load, describe_machine, page, table_head, table_row, \
-    write_results
+from benchmarks.harness import argument_parser, describe_load, describe_machine, median_seconds, page, table_head, \
+    table_row, write_results
 from opformer.nn.fourier_mixer import FourierMixer
 from opformer.nn.spectral import SpectralConv
 
@@ -35,17 +33,6 @@ CASES = {
 }
 
 
-def seconds(step, repeats: int) -> float:
-    """The median wall time of ``step()`` over ``repeats`` calls after one warm-up."""
-    step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def measure(layer: torch.nn.Module, shape: tuple[int, ...], repeats: int) -> dict[str, Any]:
     """Forward, and forward + backward, of both forms; their greatest relative difference (float32)."""
     x = torch.randn(shape)
@@ -56,8 +43,8 @@ def measure(layer: torch.nn.Module, shape: tuple[int, ...], repeats: int) -> dic
     for form, call in (("fft", fft), ("matrices", matrices)):
         load = os.getloadavg()[0]
         with torch.no_grad():
-            forward = seconds(lambda: call(x), repeats)
-        train = seconds(lambda: call(x).square().mean().backward(), repeats)
+            forward = median_seconds(lambda: call(x), repeats)
+        train = median_seconds(lambda: call(x).square().mean().backward(), repeats)
         row[form] = {"forward_s": forward, "forward_backward_s": train, "load_1min": load}
     row["relative_difference"] = difference
     return row

@@ -9,7 +9,9 @@ from opformer.data.convert import convert_file
 from opformer.data.store import read_info, read_mesh_samples
 from opformer.errors import DataError
 from opformer.meshes import WEIGHTS_ESTIMATED, WEIGHTS_LUMPED, cell_measures, structured_quads
+
 from tests.foreign_formats import write_geo_fno_elasticity, write_geo_fno_plasticity, write_geo_fno_structured
+from tests.imports.test_hub import one_line_error
 
 
 def test_elasticity_is_a_point_cloud_with_the_coordinates_as_input(tmp_path):
@@ -74,28 +76,20 @@ def test_plasticity_is_trajectories_on_the_unit_index_grid(tmp_path):
         assert np.allclose(sample.points.reshape(rows, cols, 2)[:, 0, 0], np.linspace(0, 1, rows))
 
 
-def one_line(capsys, argv, *needles):
-    code = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-
-
 def test_bad_files_are_one_line_errors(capsys, tmp_path):
     rng = np.random.default_rng(3)
     xy, sigma = rng.random((3, 25, 2)), rng.random((3, 25))
     paths = write_geo_fno_elasticity(tmp_path, xy, sigma)
     out = tmp_path / "o.h5"
     np.save(paths[1], np.zeros((24, 3), np.float32))
-    one_line(capsys, ["convert", "geo-fno", *paths, "--out", out], "Random_UnitCell_sigma_10.npy", "(25, 3)")
-    one_line(capsys, ["convert", "geo-fno", paths[0], "--out", out], "needs a file Random_UnitCell_sigma")
+    one_line_error(capsys, ["convert", "geo-fno", *paths, "--out", out], "Random_UnitCell_sigma_10.npy", "(25, 3)")
+    one_line_error(capsys, ["convert", "geo-fno", paths[0], "--out", out], "needs a file Random_UnitCell_sigma")
     pipe = write_geo_fno_structured(tmp_path, "Pipe_", np.zeros((1, 3, 3)), np.zeros((1, 3, 3)), np.zeros((1, 1, 3, 3)))
-    one_line(capsys, ["convert", "geo-fno", paths[0], pipe[0], "--out", out], "not a file of Geo-FNO's")
-    one_line(capsys, ["convert", "geo-fno", tmp_path / "data.npy", "--out", out], "not a Geo-FNO file name")
+    one_line_error(capsys, ["convert", "geo-fno", paths[0], pipe[0], "--out", out], "not a file of Geo-FNO's")
+    one_line_error(capsys, ["convert", "geo-fno", tmp_path / "data.npy", "--out", out], "not a Geo-FNO file name")
     sigma[2, 4] = np.nan
     paths = write_geo_fno_elasticity(tmp_path, xy, sigma)
-    one_line(capsys, ["convert", "geo-fno", *paths, "--out", out], "NaN or Inf (first in sample 2)")
+    one_line_error(capsys, ["convert", "geo-fno", *paths, "--out", out], "NaN or Inf (first in sample 2)")
     assert not out.exists()
 
 

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from scipy.spatial import Delaunay
 
-from opformer.cli import main
 from opformer.data.convert import convert_file
 from opformer.data.store import read_info, read_mesh_samples
 from opformer.errors import ConfigError
 from opformer.meshes import WEIGHTS_LUMPED, lumped_weights
+
+from tests.imports.test_hub import one_line_error
 
 meshio = pytest.importorskip("meshio")
 
@@ -87,34 +88,26 @@ def test_trajectories_from_folders_of_frames_and_xdmf_time_series(tmp_path, monk
     assert np.allclose(read_mesh_samples(out, [0])[0].fields["u"][2, :, 0], points[:, 1] * 0.5)
 
 
-def one_line(capsys, argv, *needles):
-    code = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-
-
 def test_mismatched_meshes_missing_fields_and_nan_are_one_line_errors(capsys, tmp_path):
     points, cells = square(10)
     good = write(tmp_path / "good.vtu", points, cells, u=points[:, 0])
     out = tmp_path / "o.h5"
-    one_line(capsys, ["convert", "mesh", good, "--targets", "p", "--out", out], "good.vtu", "no point field 'p'")
+    one_line_error(capsys, ["convert", "mesh", good, "--targets", "p", "--out", out], "good.vtu", "no point field 'p'")
     bad = points[:, 0].copy()
     bad[3] = np.nan
     nan = write(tmp_path / "nan.vtu", points, cells, u=bad)
-    one_line(capsys, ["convert", "mesh", good, nan, "--targets", "u", "--out", out], "nan.vtu",
+    one_line_error(capsys, ["convert", "mesh", good, nan, "--targets", "u", "--out", out], "nan.vtu",
              "point field 'u' holds NaN or Inf")
     (tmp_path / "run").mkdir()
     write(tmp_path / "run" / "f0.vtu", points, cells, u=points[:, 0])
     other, other_cells = square(11, 5)
     write(tmp_path / "run" / "f1.vtu", other, other_cells, u=other[:, 0])
-    one_line(capsys, ["convert", "mesh", tmp_path / "run" / "f0.vtu", tmp_path / "run" / "f1.vtu", "--kind",
+    one_line_error(capsys, ["convert", "mesh", tmp_path / "run" / "f0.vtu", tmp_path / "run" / "f1.vtu", "--kind",
                       "trajectory", "--targets", "u", "--out", out], "f1.vtu", "mesh differs from f0.vtu's")
     (tmp_path / "junk.vtu").write_text("not a mesh")
-    one_line(capsys, ["convert", "mesh", tmp_path / "junk.vtu", "--targets", "u", "--out", out], "junk.vtu",
+    one_line_error(capsys, ["convert", "mesh", tmp_path / "junk.vtu", "--targets", "u", "--out", out], "junk.vtu",
              "not a mesh meshio can read")
-    one_line(capsys, ["convert", "mesh", good, "--out", out], "needs --targets")
+    one_line_error(capsys, ["convert", "mesh", good, "--out", out], "needs --targets")
     assert not out.exists()
 
 
