@@ -3,7 +3,7 @@ error when the mesh changes under them (zero-shot, the same geometries meshed ot
 
 Run from the repository root: ``python -m benchmarks.systems.mesh_accuracy --runs ~/runs/mesh_accuracy`` (resumable:
 data and finished runs under ``--runs`` are kept and read again; writes
-benchmarks/results/systems/mesh_accuracy.{json,md}).
+benchmarks/results/systems/mesh_accuracy.{json,md}, or mesh_accuracy_VARIANT with ``--variant``).
 
 1. Data (``--runs``/data/, seeded): ``opformer generate``'s elasticity (``--elasticity-resolution`` segments an edge)
    and airfoil (``--airfoil-resolution`` airfoil vertices, far circle at ``--far-radius`` chords) sets of
@@ -276,6 +276,7 @@ def main() -> None:
     parser.add_argument("--far-radius", type=float, default=4.0)
     parser.add_argument("--only-data", action="store_true", help="make the data files and stop")
     parser.add_argument("--note", default="", help="a paragraph for the results")
+    parser.add_argument("--variant", default="", help="results as mesh_accuracy_VARIANT (another budget or scale)")
     args = parser.parse_args()
     sets, models = listed(args.sets, SETS, "--sets"), listed(args.models, list(MODELS), "--models")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -309,7 +310,8 @@ def main() -> None:
             "peak_rss_gib": summary["peak_rss_gib"], "threads": summary["threads"],
             "best_val_relative_l2": summary["best_val_relative_l2"], "errors": errors}
         print(f"{Path(run).name}: " + ", ".join(f"{k} {v['weighted']:.4f}" for k, v in errors.items()), flush=True)
-    previous = {row["name"]: row for row in earlier(args.results, "mesh_accuracy").get("runs", [])}
+    name = "mesh_accuracy" + (f"_{args.variant}" if args.variant else "")
+    previous = {row["name"]: row for row in earlier(args.results, name).get("runs", [])}
     for key, row in rows.items():  # a run read again keeps the peak RSS measured when it trained
         if row["peak_rss_gib"] is None and key in previous:
             row["peak_rss_gib"] = previous[key]["peak_rss_gib"]
@@ -327,7 +329,7 @@ def main() -> None:
               "runs": [rows[name] for name in order if name in rows], "missing": missing, "note": args.note,
               "data": {name: {k: str(Path(v).relative_to(runs_folder)) for k, v in files.items()}
                        for name, files in data.items()}, "runs_folder": str(runs_folder)}
-    write_results(args.results, "mesh_accuracy", result, markdown, load, "numpy", "scipy")
+    write_results(args.results, name, result, markdown, load, "numpy", "scipy")
 
 
 if __name__ == "__main__":
