@@ -206,6 +206,7 @@ def markdown(result: dict[str, Any]) -> str:
                                    mean_std([r["errors"]["train"]["plain"] for r in runs]), runs[0]["parameters"],
                                    f"{statistics.median(r['seconds_per_step'] for r in runs):.4f}",
                                    gib(max(rss) if rss else None)))
+        verdicts = []
         for gt in ("gt_uniform", "gt_quadrature"):
             for ts in ("transolver_uniform", "transolver_quadrature"):
                 if gt in means and ts in means:
@@ -214,8 +215,9 @@ def markdown(result: dict[str, Any]) -> str:
                                else "does not hold: the GT is as low or lower")
                     goal = f"; the goal, at most 1.5x: {'met' if ratio <= 1.5 else 'not met'}" \
                         if gt == "gt_quadrature" else ""
-                    lines.append(f"{'' if lines[-1].startswith('- ') else chr(10)}- {gt} / {ts} = {ratio:.2f} "
-                                 f"(Transolver's Table 1, GT 2-4x Transolver's error: {ranking}{goal})")
+                    verdicts.append(f"- {gt} / {ts} = {ratio:.2f} (Transolver's Table 1, GT 2-4x Transolver's "
+                                    f"error: {ranking}{goal})")
+        lines += ["", *verdicts] if verdicts else []
         lines += ["", "Zero-shot on the remeshed test geometries: error (weighted / plain, x 1e-2, mean over "
                       "seeds) and its ratio to the training mesh's (weighted; within 10%: ratio <= 1.10).", "",
                   *table_head("model", *[f"{k} weighted / plain" for k in REMESHES],
