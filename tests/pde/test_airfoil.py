@@ -66,3 +66,19 @@ def test_generated_airfoils_are_seeded_and_chunkable():
     assert sample.weights.sum() == pytest.approx(np.pi * 4.0**2, rel=0.02)
     with pytest.raises(ConfigError, match="max_alpha"):
         generate_airfoil(1, max_alpha=45)
+
+
+def test_a_graded_or_finer_mesh_meshes_the_same_airfoils_and_their_circulation_agrees():
+    (base,), _ = generate_airfoil(1, resolution=32, seed=4, far_radius=4.0)
+    (graded,), settings = generate_airfoil(1, resolution=32, seed=4, far_radius=4.0, grading=4.0)
+    (fine,), _ = generate_airfoil(1, resolution=64, seed=4, far_radius=4.0, far_points=128)
+    drawn = ("camber", "camber_position", "thickness", "alpha")
+    assert all(graded.settings[k] == base.settings[k] == fine.settings[k] for k in drawn)
+    assert settings["pde"]["grading"] == 4.0 and len(graded.points) < 0.7 * len(base.points) < 0.25 * len(fine.points)
+    for other in (graded, fine):  # the same domain, the same flow's circulation (the exact check's quantity)
+        assert other.weights.sum() == pytest.approx(base.weights.sum(), rel=2e-3)
+        assert other.settings["circulation"] == pytest.approx(base.settings["circulation"], rel=0.03)
+    with pytest.raises(ConfigError, match="grading"):
+        generate_airfoil(1, grading=0.0)
+    with pytest.raises(ConfigError, match="far_points"):
+        generate_airfoil(1, far_points=4)

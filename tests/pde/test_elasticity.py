@@ -126,3 +126,33 @@ def test_unit_cells_are_seeded_chunkable_and_balance_the_load():
     assert np.sum(0.5 * (syy[1:] + syy[:-1]) * np.diff(x)) == pytest.approx(settings["pde"]["traction"], rel=0.03)
     with pytest.raises(ConfigError, match="poisson"):
         generate_elasticity(1, poisson=0.5)
+
+
+def near_void_share(sample, band: float = 0.08) -> float:
+    """The share of a unit cell's points within ``band`` of its void over the share of its area there."""
+    radii = np.array(list(sample.settings.values()))
+    distance = np.hypot(*(sample.points - 0.5).T) - radii.mean()
+    near = distance < band
+    return near.mean() / (sample.weights[near].sum() / sample.weights.sum())
+
+
+def test_a_graded_mesh_meshes_the_same_cell_denser_at_the_void_and_balances_the_load():
+    (uniform,), _ = generate_elasticity(1, resolution=16, seed=2)
+    (graded,), settings = generate_elasticity(1, resolution=16, seed=2, grading=4.0)
+    assert graded.settings == uniform.settings and settings["pde"]["grading"] == 4.0  # the same void
+    radii = np.array(list(graded.settings.values()))
+    # the same domain: the square less the void (the area of a polygon of 4096 points on its boundary curve); the
+    # graded mesh's finer polygon of the void is closer to it
+    x, y = void_boundary(radii, 4096).T
+    area = 1 - 0.5 * abs(np.sum(x * np.roll(y, -1) - np.roll(x, -1) * y))
+    errors = [abs(sample.weights.sum() - area) for sample in (graded, uniform)]
+    assert errors[0] < errors[1] < 1e-2  # O(h^2) in the void polygon's spacing
+    # denser at the void than the area there asks for, where the uniform mesh is about even
+    assert near_void_share(graded) > 1.8 and near_void_share(uniform) < 1.3
+    # the load's check holds on the graded mesh too: sigma_yy over the top edge integrates to the traction
+    top = graded.points[:, 1] > 1 - 1e-12
+    order = np.argsort(graded.points[top, 0])
+    x, syy = graded.points[top, 0][order], graded.fields["stress"][top, 1][order]
+    assert np.sum(0.5 * (syy[1:] + syy[:-1]) * np.diff(x)) == pytest.approx(settings["pde"]["traction"], rel=0.03)
+    with pytest.raises(ConfigError, match="grading"):
+        generate_elasticity(1, grading=0.5)

@@ -29,8 +29,9 @@ DEFAULTS = {
     "smoke": {"resolution": 64, "solve_resolution": None},
     "smoke-conditioned": {"resolution": 64, "solve_resolution": None},
     "smoke3d": {"resolution": 64},
-    "elasticity": {"resolution": 28, "traction": 100.0, "young": 1.0, "poisson": 0.45},
-    "airfoil": {"resolution": 96, "speed": 1.0, "max_alpha": 10.0, "density": 1.0, "far_radius": 20.0},
+    "elasticity": {"resolution": 28, "traction": 100.0, "young": 1.0, "poisson": 0.45, "grading": 1.0},
+    "airfoil": {"resolution": 96, "speed": 1.0, "max_alpha": 10.0, "density": 1.0, "far_radius": 20.0,
+                "far_points": 64, "grading": 1.0},
     "heat-mesh": {"resolution": 64, "diffusivity": 0.1, "t_final": 1.0, "frame_dt": 0.05, "dt": 0.01},
 }
 

@@ -90,22 +90,24 @@ def joukowski_flow(x: np.ndarray, y: np.ndarray, centre: complex, c: float, spee
 
 
 def airfoil_mesh(airfoil: np.ndarray, far_radius: float, far_points: int, centre: tuple[float, float] = (0.5, 0.0),
-                 near_radius: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+                 near_radius: float = 1.0, grading: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """The disc of ``far_radius`` about ``centre`` (``far_points`` on its circle) minus the airfoil polygon
     ``airfoil`` (counter-clockwise, inside the circle of ``near_radius``): ``(points, triangles)``.
 
     Within ``near_radius`` the cells are about as fine as the airfoil's mean spacing ``h``, beyond it as the far
-    circle's, graded between: refining both halves ``h`` everywhere. The first vertices are the far circle's,
-    then the near circle's, then the airfoil's (:func:`airfoil_vertices`)."""
+    circle's, graded between: refining both halves ``h`` everywhere. ``grading`` g > 1 lets the cells within
+    ``near_radius`` grow to ``g h``, graded from ``h`` at the airfoil (a mesh dense at the airfoil only). The first
+    vertices are the far circle's, then the near circle's, then the airfoil's (:func:`airfoil_vertices`)."""
     h = np.mean(np.linalg.norm(np.roll(airfoil, -1, axis=0) - airfoil, axis=1))
     far_h = 2 * np.pi * far_radius / far_points
-    ring_points = max(8, int(np.ceil(2 * np.pi * near_radius / (1.5 * h))))
+    ring_points = max(8, int(np.ceil(2 * np.pi * near_radius / (1.5 * h * grading))))
     loops = [_circle(centre, far_radius, far_points), _circle(centre, near_radius, ring_points), airfoil]
     n = len(airfoil)
     inside = 0.5 * (airfoil[n // 4] + airfoil[n - n // 4])  # between the surfaces, a quarter from the TE
     top = np.max(np.abs(airfoil[:, 1] - centre[1]))  # the inner region's point: above the airfoil, in the ring
     regions = [(centre[0], centre[1] + 0.5 * (near_radius + far_radius), 0.5 * far_h**2),
-               (centre[0], centre[1] + 0.5 * (top + near_radius * np.cos(np.pi / ring_points)), 0.5 * h**2)]
+               (centre[0], centre[1] + 0.5 * (top + near_radius * np.cos(np.pi / ring_points)),
+                0.5 * (grading * h) ** 2)]
     return triangulate(loops, [tuple(inside)], max_area=0.5 * far_h**2, regions=regions)
 
 
@@ -184,12 +186,13 @@ def wake_point(airfoil: np.ndarray) -> np.ndarray:
 
 def solve_airfoil(airfoil: np.ndarray, speed: float, alpha: float, density: float, far_radius: float,
                   far_points: int, centre: tuple[float, float] = (0.5, 0.0), near_radius: float = 0.75,
-                  far_values: Callable | None = None, order: int = 2) -> dict:
+                  far_values: Callable | None = None, order: int = 2, grading: float = 1.0) -> dict:
     """The flow around the airfoil polygon (counter-clockwise from its trailing edge): ``points``, ``cells``,
     ``velocity`` (n, 2), ``pressure`` (n,), ``gamma`` and the ``lift`` from the surface pressure.
 
-    ``far_values`` (default: the free stream ``U (y cos alpha - x sin alpha)``) is ``psi`` on the far circle."""
-    points, cells = airfoil_mesh(airfoil, far_radius, far_points, centre, near_radius)
+    ``far_values`` (default: the free stream ``U (y cos alpha - x sin alpha)``) is ``psi`` on the far circle;
+    ``grading``: :func:`airfoil_mesh`'s."""
+    points, cells = airfoil_mesh(airfoil, far_radius, far_points, centre, near_radius, grading)
     if far_values is None:
         far_values = lambda x: speed * (x[1] * np.cos(alpha) - x[0] * np.sin(alpha))  # noqa: E731
     body = airfoil_vertices(points, airfoil)
@@ -201,11 +204,13 @@ def solve_airfoil(airfoil: np.ndarray, speed: float, alpha: float, density: floa
 
 
 def generate_airfoil(samples: int, resolution: int = 96, seed: int = 0, progress=None, first: int = 0,
-                     speed: float = 1.0, max_alpha: float = 10.0, density: float = 1.0, far_radius: float = 20.0
-                     ) -> tuple[list[MeshSample], dict]:
+                     speed: float = 1.0, max_alpha: float = 10.0, density: float = 1.0, far_radius: float = 20.0,
+                     far_points: int = 64, grading: float = 1.0) -> tuple[list[MeshSample], dict]:
     """``samples`` NACA 4-digit airfoils (chord 1) with camber, its position and thickness drawn uniformly from
     ``CAMBER``, ``CAMBER_POSITION``, ``THICKNESS`` and the angle of attack from ``[-max_alpha, max_alpha]``
-    degrees; ``resolution`` vertices on the airfoil. Each sample's fields: ``freestream`` (the free-stream
+    degrees; ``resolution`` vertices on the airfoil, ``far_points`` on the far circle, ``grading`` as
+    :func:`airfoil_mesh`'s (the airfoil and its flow are drawn apart from the mesh: another ``resolution``,
+    ``far_points`` or ``grading`` meshes the same airfoils). Each sample's fields: ``freestream`` (the free-stream
     velocity at every vertex: the input that tells the angle), ``velocity`` and ``pressure``. Sample ``i`` from
     ``SeedSequence(seed).spawn(first + samples)[first + i]``; ``(samples, settings)``."""
     if int(resolution) != resolution or resolution < 16 or resolution % 2:
@@ -216,14 +221,17 @@ def generate_airfoil(samples: int, resolution: int = 96, seed: int = 0, progress
         raise ConfigError(f"max_alpha={max_alpha} is invalid: expected 0 <= max_alpha < 30 degrees")
     if not far_radius >= 2:
         raise ConfigError(f"far_radius={far_radius} is invalid: expected at least 2 chords")
+    if int(far_points) != far_points or far_points < 8:
+        raise ConfigError(f"far_points={far_points} is invalid: expected an integer >= 8 (far circle vertices)")
+    if not grading >= 1:
+        raise ConfigError(f"grading={grading} is invalid: expected at least 1 (1: the default mesh)")
     out = []
-    far_points = 64  # far spacing about far_radius / 10: the grading from the airfoil sets the rest
     for sequence in np.random.SeedSequence(seed).spawn(first + samples)[first:]:
         rng = np.random.default_rng(sequence)
         camber, position, thickness = rng.uniform(*CAMBER), rng.uniform(*CAMBER_POSITION), rng.uniform(*THICKNESS)
         alpha = rng.uniform(-max_alpha, max_alpha)
         airfoil = naca4(camber, position, thickness, resolution // 2 + 1)
-        flow = solve_airfoil(airfoil, speed, np.radians(alpha), density, far_radius, far_points)
+        flow = solve_airfoil(airfoil, speed, np.radians(alpha), density, far_radius, far_points, grading=grading)
         out.append(MeshSample(
             points=flow["points"], cells=flow["cells"], cell_kind="triangle",
             fields={"freestream": np.tile([speed * np.cos(np.radians(alpha)), speed * np.sin(np.radians(alpha))],
@@ -234,7 +242,8 @@ def generate_airfoil(samples: int, resolution: int = 96, seed: int = 0, progress
         if progress is not None:
             progress(1)
     settings = {"pde": {"name": "airfoil", "speed": speed, "max_alpha": max_alpha, "density": density,
-                        "far_radius": far_radius, "resolution": resolution, "camber": list(CAMBER),
+                        "far_radius": far_radius, "far_points": far_points, "grading": grading,
+                        "resolution": resolution, "camber": list(CAMBER),
                         "camber_position": list(CAMBER_POSITION), "thickness": list(THICKNESS)},
                 "solver": {"equation": "stream function, Laplace", "element": "P2", "mesher": "triangle",
                            "kutta": "the airfoil's streamline through a point one spacing behind the trailing edge",

@@ -202,21 +202,26 @@ def _resample(spectrum: np.ndarray, count: int, points: int) -> np.ndarray:
     return np.fft.irfft(padded, n=points) * points / count
 
 
-def unit_cell_mesh(radii: np.ndarray, resolution: int) -> tuple[np.ndarray, np.ndarray]:
+def unit_cell_mesh(radii: np.ndarray, resolution: int, grading: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """The unit square minus the void of ``radii``, ``resolution`` segments on each edge of the square and the
-    void's boundary at about the same spacing: ``(points, triangles)``."""
+    void's boundary at about the same spacing ``h = 1 / resolution``: ``(points, triangles)``.
+
+    ``grading`` g > 1 grades the mesh: the void's boundary at the spacing ``h / sqrt(g)``, the square's edges and
+    the largest cells at ``h sqrt(g)`` (about ``resolution / sqrt(g)`` segments an edge), so that the cells grow
+    about g-fold from the void outwards; the domain is the same (the void is the same curve, sampled finer)."""
     h = 1.0 / resolution
-    edge = np.linspace(0.0, 1.0, resolution + 1)[:-1]
+    far = max(2, int(round(resolution / np.sqrt(grading))))
+    edge = np.linspace(0.0, 1.0, far + 1)[:-1]
     square = np.concatenate([np.stack([edge, 0 * edge], 1), np.stack([1 + 0 * edge, edge], 1),
                              np.stack([1 - edge, 1 + 0 * edge], 1), np.stack([0 * edge, 1 - edge], 1)])
-    void = void_boundary(radii, max(VOID_RADII, int(np.ceil(2 * np.pi * radii.mean() / h))))
-    return triangulate([square, void], [(0.5, 0.5)], max_area=0.5 * h * h)
+    void = void_boundary(radii, max(VOID_RADII, int(np.ceil(2 * np.pi * radii.mean() * np.sqrt(grading) / h))))
+    return triangulate([square, void], [(0.5, 0.5)], max_area=0.5 * h * h * grading)
 
 
 def unit_cell_sample(radii: np.ndarray, resolution: int, traction: float, young: float,
-                     poisson: float) -> MeshSample:
-    """One unit cell solved: its mesh, ``stress`` (n, 3) and ``von_mises`` (n, 1)."""
-    points, cells = unit_cell_mesh(radii, resolution)
+                     poisson: float, grading: float = 1.0) -> MeshSample:
+    """One unit cell solved on its (``grading``: graded) mesh: ``stress`` (n, 3) and ``von_mises`` (n, 1)."""
+    points, cells = unit_cell_mesh(radii, resolution, grading)
     edge = 1e-9
     mesh, element, u = solve_elasticity(
         points, cells, young=young, poisson=poisson, fixed=[(None, lambda x: x[1] < edge)],
@@ -228,24 +233,28 @@ def unit_cell_sample(radii: np.ndarray, resolution: int, traction: float, young:
 
 
 def generate_elasticity(samples: int, resolution: int = 28, seed: int = 0, progress=None, first: int = 0,
-                        traction: float = 100.0, young: float = 1.0, poisson: float = 0.45
+                        traction: float = 100.0, young: float = 1.0, poisson: float = 0.45, grading: float = 1.0
                         ) -> tuple[list[MeshSample], dict]:
     """``samples`` unit cells with random voids (Geo-FNO's elasticity set, linear material), sample ``i`` from
-    ``SeedSequence(seed).spawn(first + samples)[first + i]``; ``(samples, settings)``."""
+    ``SeedSequence(seed).spawn(first + samples)[first + i]``; ``(samples, settings)``. The void is drawn before
+    and apart from the mesh: another ``resolution`` or ``grading`` (:func:`unit_cell_mesh`) meshes the same
+    cells."""
     if int(resolution) != resolution or resolution < 8:
         raise ConfigError(f"resolution={resolution} is invalid: expected an integer >= 8 (segments per edge)")
     check_positive("young", young)
     if not 0 <= poisson < 0.5:
         raise ConfigError(f"poisson={poisson} is invalid: expected 0 <= poisson < 0.5")
     check_positive("samples", samples)
+    if not grading >= 1:
+        raise ConfigError(f"grading={grading} is invalid: expected at least 1 (1: a uniform mesh)")
     out = []
     for sequence in np.random.SeedSequence(seed).spawn(first + samples)[first:]:
         radii = void_radii(np.random.default_rng(sequence))
-        out.append(unit_cell_sample(radii, resolution, traction, young, poisson))
+        out.append(unit_cell_sample(radii, resolution, traction, young, poisson, grading))
         if progress is not None:
             progress(1)
     settings = {"pde": {"name": "elasticity", "traction": traction, "young": young, "poisson": poisson,
-                        "resolution": resolution, "void_radii": VOID_RADII,
+                        "resolution": resolution, "grading": grading, "void_radii": VOID_RADII,
                         "radius": f"{RADIUS_BASE} + {RADIUS_SPAN} / (1 + exp(g)), "
                                   f"g ~ GRF {FIELD_SIGMA}^2 (-d2/dtheta2 + {FIELD_TAU}^2)^-1"},
                 "solver": {"element": "P2", "plane": "strain", "material": "linear (Hooke)",

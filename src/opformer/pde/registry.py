@@ -102,6 +102,9 @@ FLAGS = {
     "far_radius": Flag(float, "radius of the far circle in chords", "at least 2 chords",
                        lambda value, resolution: value >= 2),
     "diffusivity": Flag(float, "thermal diffusivity", "a positive diffusivity", lambda value, resolution: value > 0),
+    "far_points": Flag(int, "vertices on the far circle", "at least 8 vertices", lambda value, resolution: value >= 8),
+    "grading": Flag(float, "a graded mesh: cells growing about this factor away from the void or the airfoil "
+                    "(1: the default mesh)", "a grading >= 1", lambda value, resolution: value >= 1),
 }
 
 
@@ -259,12 +262,14 @@ PDES = _keyed({
     # the finite-element generators (the mesh extra); their resolution counts boundary vertices
     "elasticity": PDE(
         generate_elasticity, MESH, "Geo-FNO's unit cell with a random void pulled at its top (linear, plane "
-        "strain), coordinates -> von Mises stress and the components", flags=("traction", "young", "poisson"),
+        "strain), coordinates -> von Mises stress and the components",
+        flags=("traction", "young", "poisson", "grading"),
         even=False, channels=([], ["von_mises", "stress"]), chunk=16, resolution_means="segments on an edge",
         shown={"resolution": "28 segments on an edge of the cell"}, stored=("elasticity",)),
     "airfoil": PDE(
         generate_airfoil, MESH, "potential flow past random NACA 4-digit airfoils with the Kutta condition, "
-        "free stream -> velocity, pressure", flags=("speed", "max_alpha", "density", "far_radius"),
+        "free stream -> velocity, pressure", flags=("speed", "max_alpha", "density", "far_radius", "far_points",
+                                                    "grading"),
         min_resolution=16, channels=(["freestream"], ["velocity", "pressure"]), chunk=8,
         resolution_means="airfoil vertices", shown={"resolution": "96 airfoil vertices"}, stored=("airfoil",)),
     "heat-mesh": PDE(
