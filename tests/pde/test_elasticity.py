@@ -120,12 +120,17 @@ def test_unit_cells_are_seeded_chunkable_and_balance_the_load():
     assert sample.weights.sum() == pytest.approx(1 - np.pi * np.mean(np.array(list(sample.settings.values())) ** 2),
                                                  rel=0.02)
     # the mean of sigma_yy over the top edge is the applied traction (vertex averages of a P2 solution)
+    assert top_edge_load(sample) == pytest.approx(settings["pde"]["traction"], rel=0.03)
+    with pytest.raises(ConfigError, match="poisson"):
+        generate_elasticity(1, poisson=0.5)
+
+
+def top_edge_load(sample) -> float:
+    """sigma_yy integrated over the unit cell's top edge (the trapezoidal rule on its vertices)."""
     top = sample.points[:, 1] > 1 - 1e-12
     order = np.argsort(sample.points[top, 0])
     x, syy = sample.points[top, 0][order], sample.fields["stress"][top, 1][order]
-    assert np.sum(0.5 * (syy[1:] + syy[:-1]) * np.diff(x)) == pytest.approx(settings["pde"]["traction"], rel=0.03)
-    with pytest.raises(ConfigError, match="poisson"):
-        generate_elasticity(1, poisson=0.5)
+    return float(np.sum(0.5 * (syy[1:] + syy[:-1]) * np.diff(x)))
 
 
 def near_void_share(sample, band: float = 0.08) -> float:
@@ -150,9 +155,6 @@ def test_a_graded_mesh_meshes_the_same_cell_denser_at_the_void_and_balances_the_
     # denser at the void than the area there asks for, where the uniform mesh is about even
     assert near_void_share(graded) > 1.8 and near_void_share(uniform) < 1.3
     # the load's check holds on the graded mesh too: sigma_yy over the top edge integrates to the traction
-    top = graded.points[:, 1] > 1 - 1e-12
-    order = np.argsort(graded.points[top, 0])
-    x, syy = graded.points[top, 0][order], graded.fields["stress"][top, 1][order]
-    assert np.sum(0.5 * (syy[1:] + syy[:-1]) * np.diff(x)) == pytest.approx(settings["pde"]["traction"], rel=0.03)
+    assert top_edge_load(graded) == pytest.approx(settings["pde"]["traction"], rel=0.03)
     with pytest.raises(ConfigError, match="grading"):
         generate_elasticity(1, grading=0.5)
