@@ -294,3 +294,19 @@ def test_two_nodes_train_the_one_process_model(tmp_path, reference):
     _same_run(run, single)
     assert sum(out.count("best validation relative L2") for out, _ in outputs) == 1
     assert yaml.safe_load((run / "run.json").read_text())["sessions"][0]["processes"] == 2
+
+
+@pytest.mark.slow
+def test_a_mesh_run_with_two_processes_equals_one(tmp_path):
+    """A mesh run (padded batches of varying point counts, quadrature-weighted loss, an uneven last batch): the same
+    weights and metrics in 1 and 2 processes."""
+    from tests.data.test_store_mesh import mesh_samples, write
+
+    data = write(tmp_path / "mesh.h5", mesh_samples((20, 31, 25, 18, 27, 22, 19, 24, 30, 21, 26)))
+    config = {"seed": 0, "data": {"path": str(data), "n_train": 7, "n_val": 3, "n_test": 1,
+                                  "normalize_input": "channel", "normalize_target": "channel"},
+              "model": {"name": "transolver", "in_channels": 1, "out_channels": 2, "n_hidden": 8, "n_layers": 1,
+                        "n_head": 2, "slice_num": 3, "weighting": "quadrature"},
+              "optim": {"lr": 1e-3}, "train": {"epochs": 2, "batch_size": 4}}
+    rows = _two_processes_equal_one(tmp_path, config)
+    assert len(rows) == 2 and all(row["val_relative_l2_uniform"] > 0 for row in rows)
