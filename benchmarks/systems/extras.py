@@ -57,10 +57,11 @@ def check(extra: str, torch_requirement: str, folder: Path) -> dict[str, Any]:
     done = subprocess.run([python, "-c", code], env=env, cwd=folder, capture_output=True, text=True)
     version = subprocess.run([python, "-m", "opformer", "--version"], env=env, cwd=folder, capture_output=True,
                              text=True)
-    outside = done.returncode == 0 and str(ROOT) not in done.stdout
-    row.update(imported=done.returncode == 0 and outside, import_s=time.perf_counter() - start,
-               version=version.stdout.strip(),
-               error="" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1][:300])
+    if done.returncode != 0:
+        error = (done.stderr.strip().splitlines() or ["?"])[-1][:300]
+    else:
+        error = f"opformer imported from the source tree: {done.stdout.strip()}" if str(ROOT) in done.stdout else ""
+    row.update(imported=not error, import_s=time.perf_counter() - start, version=version.stdout.strip(), error=error)
     return row
 
 
